@@ -1,0 +1,117 @@
+#include "kernels/cpu/scan.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/numeric.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(PK_NO_SIMD_DISPATCH)
+#define PK_X86_DISPATCH 1
+#include <immintrin.h>
+// Compiled once per listed target; the loader picks the best for the host (GNU ifunc).
+#define PK_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define PK_X86_DISPATCH 0
+#define PK_VECTOR_CLONES
+#endif
+
+namespace pk::cpu {
+namespace {
+
+#if PK_X86_DISPATCH
+bool HostHasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
+  return has;
+}
+
+// AVX-512 compaction: compare 16 keys, pack the passing lanes, store a full vector and advance
+// by the count (hence kCompressSlack).
+template <bool kIndices>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) uint32_t CompressAvx512(
+    const uint32_t* keys, uint32_t count, uint32_t threshold, uint32_t* out) {
+  const __m512i limit = _mm512_set1_epi32(static_cast<int>(threshold));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  uint32_t written = 0;
+  uint32_t c = 0;
+  for (; c < count; c += 16) {
+    const __mmask16 in_range =
+        count - c >= 16 ? static_cast<__mmask16>(0xffff)
+                        : static_cast<__mmask16>((1u << (count - c)) - 1);
+    const __m512i key = _mm512_maskz_loadu_epi32(in_range, keys + c);
+    const __mmask16 pass = _mm512_mask_cmpge_epu32_mask(in_range, key, limit);
+    const __m512i payload =
+        kIndices ? _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(c))) : key;
+    _mm512_storeu_si512(out + written, _mm512_maskz_compress_epi32(pass, payload));
+    written += static_cast<uint32_t>(__builtin_popcount(pass));
+  }
+  return written;
+}
+#endif
+
+template <bool kIndices>
+uint32_t CompressGeneric(const uint32_t* keys, uint32_t count, uint32_t threshold, uint32_t* out) {
+  uint32_t written = 0;
+  for (uint32_t c = 0; c < count; ++c) {
+    out[written] = kIndices ? c : keys[c];
+    written += keys[c] >= threshold ? 1 : 0;
+  }
+  return written;
+}
+
+}  // namespace
+
+PK_VECTOR_CLONES void Bf16ColumnKeys(const std::byte* x, uint32_t count, uint32_t* keys) {
+  for (uint32_t c = 0; c < count; ++c) {
+    uint16_t bits;
+    std::memcpy(&bits, x + 2 * size_t{c}, sizeof bits);
+    keys[c] = (uint32_t{OrderedKeyBf16(bits)} << 16) | c;
+  }
+}
+
+PK_VECTOR_CLONES void Float32Keys(const std::byte* x, uint32_t count, uint32_t* keys) {
+  for (uint32_t c = 0; c < count; ++c) {
+    uint32_t bits;
+    std::memcpy(&bits, x + 4 * size_t{c}, sizeof bits);
+    keys[c] = OrderedKey(BitsToFloat(bits));
+  }
+}
+
+PK_VECTOR_CLONES uint32_t StridedGroupMaxBound(const uint32_t* keys, uint32_t count,
+                                               uint32_t groups, uint32_t* scratch) {
+  std::memcpy(scratch, keys, groups * sizeof(uint32_t));
+  uint32_t start = groups;
+  for (; start + groups <= count; start += groups) {
+    const uint32_t* group_row = keys + start;
+    for (uint32_t g = 0; g < groups; ++g) scratch[g] = std::max(scratch[g], group_row[g]);
+  }
+  for (uint32_t g = 0; start + g < count; ++g) scratch[g] = std::max(scratch[g], keys[start + g]);
+  uint32_t bound = scratch[0];
+  for (uint32_t g = 1; g < groups; ++g) bound = std::min(bound, scratch[g]);
+  return bound;
+}
+
+uint32_t CompressAtLeast(const uint32_t* keys, uint32_t count, uint32_t threshold, uint32_t* out) {
+#if PK_X86_DISPATCH
+  if (HostHasAvx512()) return CompressAvx512<false>(keys, count, threshold, out);
+#endif
+  return CompressGeneric<false>(keys, count, threshold, out);
+}
+
+uint32_t CompressIndicesAtLeast(const uint32_t* keys, uint32_t count, uint32_t threshold,
+                                uint32_t* out) {
+#if PK_X86_DISPATCH
+  if (HostHasAvx512()) return CompressAvx512<true>(keys, count, threshold, out);
+#endif
+  return CompressGeneric<true>(keys, count, threshold, out);
+}
+
+const char* ScanPathName() {
+#if PK_X86_DISPATCH
+  if (HostHasAvx512()) return "avx512";
+  if (__builtin_cpu_supports("avx2")) return "avx2";
+#endif
+  return "generic";
+}
+
+}  // namespace pk::cpu

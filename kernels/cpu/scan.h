@@ -1,0 +1,39 @@
+// The whole-row scans of the CPU top-k: the passes that touch every input element, and so the
+// ones worth vectorizing. Each is chosen at run time for the host's vector unit (AVX-512, AVX2 or
+// plain C++); shipped builds never assume more than the baseline instruction set.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace pk::cpu {
+
+// Slack, in elements, that the output buffers of the Compress* functions need past `count`.
+inline constexpr int kCompressSlack = 16;
+
+// keys[c] = OrderedKeyBf16(x[c]) << 16 | c for c < count (count <= 65536): distinct keys whose
+// order is SPEC.md's factor order (value, then larger column). x: bfloat16 patterns, unaligned.
+void Bf16ColumnKeys(const std::byte* x, uint32_t count, uint32_t* keys);
+
+// keys[c] = OrderedKey(x[c]) for c < count. x: float32 elements, unaligned.
+void Float32Keys(const std::byte* x, uint32_t count, uint32_t* keys);
+
+// A lower bound on the `groups`-th largest of keys[0..count): the least of the maxima of the
+// strided groups {g, g + groups, g + 2 groups, ...}; at least `groups` keys reach it.
+// Pre: 1 <= groups <= count. scratch: room for `groups` keys.
+uint32_t StridedGroupMaxBound(const uint32_t* keys, uint32_t count, uint32_t groups,
+                              uint32_t* scratch);
+
+// Writes the keys >= threshold to out (in order) and returns how many there were.
+// out: room for count + kCompressSlack keys.
+uint32_t CompressAtLeast(const uint32_t* keys, uint32_t count, uint32_t threshold, uint32_t* out);
+
+// Writes the indices c with keys[c] >= threshold to out (ascending) and returns how many.
+// out: room for count + kCompressSlack indices.
+uint32_t CompressIndicesAtLeast(const uint32_t* keys, uint32_t count, uint32_t threshold,
+                                uint32_t* out);
+
+// "avx512", "avx2" or "generic": the path the functions above take on this host.
+const char* ScanPathName();
+
+}  // namespace pk::cpu

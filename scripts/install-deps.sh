@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs, from Debian 12's packages, whatever pkserve's build and tests need and is missing.
+# Idempotent; quiet when nothing is missing; uses sudo when not root.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  g++ cmake ninja-build pkg-config make
+  # the service
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
+  libabsl-dev libspdlog-dev libfmt-dev libcpp-httplib-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # test tooling: TLS certificates, rendering the Kubernetes manifests, libFuzzer
+  openssl clang libclang-rt-14-dev
+)
+# kubectl renders the manifests offline; any kubectl on PATH will do (some hosts carry one from
+# another package, which conflicts with Debian's).
+command -v kubectl >/dev/null || packages+=(kubernetes-client)
+
+missing=()
+for package in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$package" 2>/dev/null || true)
+  [[ "$status" == "installed" ]] || missing+=("$package")
+done
+((${#missing[@]} == 0)) && exit 0
+
+if [[ $(id -u) -eq 0 ]]; then
+  sudo=()
+elif command -v sudo >/dev/null; then
+  sudo=(sudo)
+else
+  echo "install-deps: missing packages (${missing[*]}) and neither root nor sudo" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
