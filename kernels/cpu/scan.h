@@ -6,6 +6,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(PK_NO_SIMD_DISPATCH)
+#define PK_X86_DISPATCH 1
+// Compiled once per listed target; the loader picks the best for the host (GNU ifunc).
+#define PK_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define PK_X86_DISPATCH 0
+#define PK_VECTOR_CLONES
+#endif
+
 namespace pk::cpu {
 
 // Slack, in elements, that the output buffers of the Compress* functions need past `count`.

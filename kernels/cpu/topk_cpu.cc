@@ -19,15 +19,38 @@ constexpr int kMaxList = static_cast<int>(kMaxK);
 // sum over i = 1..256 of floor(256 / i) = 1 563 bounds every staircase; round up.
 constexpr int kMaxCandidates = 2048;
 
-// One pairing stage of a shape: which rank pairs are candidates, and the full n-pair rectangles
-// on the staircase whose corner scores bound the n-th best candidate from below.
+// One pairing stage of a shape: its candidate rank pairs, listed in SPEC.md's tie order (i + j
+// ascending, then i ascending, so that a later candidate wins a tie), and the full n-pair
+// rectangles on the staircase whose corner scores bound the n-th best candidate from below.
 struct StagePlan {
   int previous = 0;  // n[f-1]: entries of the running list
   int factor = 0;    // kf[f]: entries of factor f's list
   int kept = 0;      // n[f] = min(k, previous * factor)
-  int rows = 0;      // running-list ranks i that have candidates
-  std::array<uint16_t, kMaxList> row_length{};  // candidates (i, 0..row_length[i]-1)
-  std::vector<std::pair<uint16_t, uint16_t>> corners;  // (a-1, b-1) with a * b == kept
+  std::vector<uint32_t> pair_i;  // candidate e is the pair (pair_i[e], pair_j[e])
+  std::vector<uint32_t> pair_j;
+  std::vector<std::pair<uint8_t, uint8_t>> corners;  // (a-1, b-1) with a * b == kept
+
+  void Prepare(int previous_entries, int factor_entries, uint32_t k) {
+    previous = previous_entries;
+    factor = factor_entries;
+    kept = static_cast<int>(std::min<uint64_t>(k, uint64_t(previous) * uint64_t(factor)));
+    pair_i.clear();
+    pair_j.clear();
+    for (int diagonal = 0; diagonal < previous + factor - 1; ++diagonal) {
+      for (int i = std::max(0, diagonal - factor + 1); i <= std::min(diagonal, previous - 1); ++i) {
+        const int j = diagonal - i;
+        if ((i + 1) * (j + 1) > kept) continue;
+        pair_i.push_back(static_cast<uint32_t>(i));
+        pair_j.push_back(static_cast<uint32_t>(j));
+      }
+    }
+    corners.clear();
+    for (int a = 1; a <= previous; ++a) {
+      if (kept % a != 0) continue;
+      const int b = kept / a;
+      if (b <= factor) corners.emplace_back(a - 1, b - 1);
+    }
+  }
 };
 
 struct Plan {
@@ -50,22 +73,8 @@ struct Plan {
     }
     int previous = factor_kept[0];
     for (int f = 1; f < factors; ++f) {
-      StagePlan& stage = stages[f];
-      stage.previous = previous;
-      stage.factor = factor_kept[f];
-      stage.kept = static_cast<int>(
-          std::min<uint64_t>(k, uint64_t(stage.previous) * uint64_t(stage.factor)));
-      stage.rows = std::min(stage.previous, stage.kept);
-      for (int i = 0; i < stage.rows; ++i) {
-        stage.row_length[i] = static_cast<uint16_t>(std::min(stage.factor, stage.kept / (i + 1)));
-      }
-      stage.corners.clear();
-      for (int a = 1; a <= stage.previous; ++a) {
-        if (stage.kept % a != 0) continue;
-        const int b = stage.kept / a;
-        if (b <= stage.factor) stage.corners.emplace_back(a - 1, b - 1);
-      }
-      previous = stage.kept;
+      stages[f].Prepare(previous, factor_kept[f], k);
+      previous = stages[f].kept;
     }
   }
 };
@@ -84,13 +93,19 @@ struct WorkspaceBuffers {
   Plan plan;
   std::vector<uint32_t> keys = std::vector<uint32_t>(kMaxColumns + kCompressSlack);
   std::vector<uint32_t> survivors = std::vector<uint32_t>(kMaxColumns + kCompressSlack);
-  std::vector<uint64_t> wide_keys = std::vector<uint64_t>(kMaxColumns);
+  std::vector<uint32_t> survivor_keys = std::vector<uint32_t>(kMaxColumns);
+  std::vector<uint32_t> best = std::vector<uint32_t>(kMaxColumns + kCompressSlack);
+  std::vector<uint32_t> scratch_indices = std::vector<uint32_t>(kMaxColumns + kCompressSlack);
+  std::vector<uint32_t> scratch_keys = std::vector<uint32_t>(kMaxColumns + kCompressSlack);
   std::array<uint32_t, kMaxList> narrow_chosen{};
+  std::array<uint32_t, kMaxList> narrow_ordered{};
   std::array<uint64_t, kMaxList> wide_chosen{};
   std::array<uint64_t, kMaxList> ordered{};
-  std::array<uint32_t, kMaxList> narrow_ordered{};
+  std::array<uint32_t, kMaxList> final_keys{};
+  std::array<uint32_t, kMaxList> final_order{};
+  std::array<uint32_t, kMaxList> rank{};
   std::array<uint32_t, kMaxList> group_scratch{};
-  std::array<uint64_t, kMaxCandidates> candidates{};
+  std::array<uint32_t, kMaxCandidates> candidate_keys{};
   std::array<RankedList, kMaxFactors> factor_lists;
   std::array<RankedList, 2> running;
 };
@@ -130,43 +145,66 @@ struct Element<DType::kBFloat16> {
   }
 };
 
+inline uint32_t MaxOf(const uint32_t* keys, uint32_t count) {
+  uint32_t most = 0;
+  for (uint32_t e = 0; e < count; ++e) most = std::max(most, keys[e]);
+  return most;
+}
+
+// Groups for StridedGroupMaxBound: at least `kept` (so that `kept` keys reach the bound), and at
+// least one vector's worth so that the maxima vectorize.
+inline uint32_t BoundGroups(int kept, uint32_t width) {
+  return std::min(width, std::max(static_cast<uint32_t>(kept), 16u));
+}
+
 // Factor f's top `kept` columns by (key desc, column desc), with their values (NaN -> -inf).
 // x: the factor's `width` elements.
 template <DType kType>
 void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& b,
                 RankedList& list) {
   uint32_t* keys = b.keys.data();
+  const bool filter = static_cast<uint32_t>(kept) < width;
   if constexpr (kType == DType::kBFloat16) {
     // The 32-bit key (value key << 16 | column) is distinct and orders exactly as SPEC.md asks.
     Bf16ColumnKeys(x, width, keys);
     uint32_t count = width;
     uint32_t* candidates = keys;
-    if (static_cast<uint32_t>(kept) < width) {
-      const uint32_t bound =
-          StridedGroupMaxBound(keys, width, static_cast<uint32_t>(kept), b.group_scratch.data());
-      count = CompressAtLeast(keys, width, bound, b.survivors.data());
+    uint32_t lower = 0;
+    if (filter) {
+      lower = StridedGroupMaxBound(keys, width, BoundGroups(kept, width), b.group_scratch.data());
+      count = CompressAtLeast(keys, width, lower, b.survivors.data());
       candidates = b.survivors.data();
     }
-    SelectTop(candidates, static_cast<int>(count), kept, b.narrow_chosen.data());
-    RankSortDescending(b.narrow_chosen.data(), kept, b.narrow_ordered.data());
+    const uint32_t upper = MaxOf(candidates, count);
+    SelectBest(candidates, static_cast<int>(count), kept, 16, lower >> 16, upper >> 16,
+               b.best.data());
+    for (int r = 0; r < kept; ++r) b.narrow_chosen[r] = candidates[b.best[r]];
+    RankSortDescending(b.narrow_chosen.data(), kept, b.rank.data(), b.narrow_ordered.data());
     for (int r = 0; r < kept; ++r) list.column[r] = b.narrow_ordered[r] & 0xffffu;
   } else {
-    // Float keys tie, so the distinct key is 64 bits: value key << 32 | column.
+    // Float keys tie: select on the key with later columns winning ties, then order by the
+    // distinct 64-bit key (value key << 32 | column).
     Float32Keys(x, width, keys);
     uint32_t* columns = b.survivors.data();
-    uint32_t count;
-    if (static_cast<uint32_t>(kept) < width) {
-      const uint32_t bound =
-          StridedGroupMaxBound(keys, width, static_cast<uint32_t>(kept), b.group_scratch.data());
-      count = CompressIndicesAtLeast(keys, width, bound, columns);
+    uint32_t* survivor_keys = keys;
+    uint32_t count = width;
+    uint32_t lower = 0;
+    if (filter) {
+      lower = StridedGroupMaxBound(keys, width, BoundGroups(kept, width), b.group_scratch.data());
+      count = CompressIndicesAtLeast(keys, width, lower, columns);
+      survivor_keys = b.survivor_keys.data();
+      for (uint32_t e = 0; e < count; ++e) survivor_keys[e] = keys[columns[e]];
     } else {
-      count = width;
       for (uint32_t c = 0; c < width; ++c) columns[c] = c;
     }
-    uint64_t* wide = b.wide_keys.data();
-    for (uint32_t s = 0; s < count; ++s) wide[s] = (uint64_t{keys[columns[s]]} << 32) | columns[s];
-    SelectTop(wide, static_cast<int>(count), kept, b.wide_chosen.data());
-    RankSortDescending(b.wide_chosen.data(), kept, b.ordered.data());
+    const uint32_t upper = MaxOf(survivor_keys, count);
+    SelectBestWide(survivor_keys, static_cast<int>(count), kept, lower, upper, b.best.data(),
+                   b.scratch_indices.data(), b.scratch_keys.data());
+    for (int r = 0; r < kept; ++r) {
+      const uint32_t e = b.best[r];
+      b.wide_chosen[r] = (uint64_t{survivor_keys[e]} << 32) | columns[e];
+    }
+    RankSortDescending(b.wide_chosen.data(), kept, b.rank.data(), b.ordered.data());
     for (int r = 0; r < kept; ++r) list.column[r] = static_cast<uint32_t>(b.ordered[r] & 0xffffu);
   }
   for (int r = 0; r < kept; ++r) {
@@ -175,37 +213,34 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
   }
 }
 
-// A stage candidate's distinct sort key: score key, then i + j, then i (all descending).
-inline uint64_t CandidateKey(uint32_t score_key, int i, int j) {
-  return (uint64_t{score_key} << 32) | (uint64_t(i + j) << 8) | uint64_t(i);
-}
-
-// Selects the stage's `kept` best rank pairs; returns their keys in b.wide_chosen (unordered).
+// Selects the stage's `kept` best candidates; b.wide_chosen gets their keys (score key << 32 |
+// candidate index), unordered.
 inline void SelectStage(const StagePlan& stage, const RankedList& running,
                         const RankedList& factor, WorkspaceBuffers& b) {
-  uint32_t bound = 0;
+  const int count = static_cast<int>(stage.pair_i.size());
+  uint32_t* keys = b.candidate_keys.data();
+  const uint32_t* pair_i = stage.pair_i.data();
+  const uint32_t* pair_j = stage.pair_j.data();
+  const float* running_values = running.value.data();
+  const float* factor_values = factor.value.data();
+  for (int e = 0; e < count; ++e) {
+    keys[e] = OrderedKey(running_values[pair_i[e]] + factor_values[pair_j[e]]);
+  }
+  uint32_t lower = 0;
   for (const auto& [i, j] : stage.corners) {
-    bound = std::max(bound, OrderedKey(running.value[i] + factor.value[j]));
+    lower = std::max(lower, OrderedKey(running.value[i] + factor.value[j]));
   }
-  uint64_t* candidates = b.candidates.data();
-  int count = 0;
-  for (int i = 0; i < stage.rows; ++i) {
-    const float base = running.value[i];
-    const int length = stage.row_length[i];
-    for (int j = 0; j < length; ++j) {
-      const uint32_t key = OrderedKey(base + factor.value[j]);
-      candidates[count] = CandidateKey(key, i, j);
-      count += key >= bound ? 1 : 0;
-    }
+  const uint32_t upper = keys[0];  // the pair (0, 0) scores at least as high as any other
+  SelectBestWide(keys, count, stage.kept, lower, upper, b.best.data(), b.scratch_indices.data(),
+                 b.scratch_keys.data());
+  for (int r = 0; r < stage.kept; ++r) {
+    const uint32_t e = b.best[r];
+    b.wide_chosen[r] = (uint64_t{keys[e]} << 32) | e;
   }
-  SelectTop(candidates, count, stage.kept, b.wide_chosen.data());
 }
 
-inline int PairRow(uint64_t key) { return static_cast<int>(key & 0xffu); }
-inline int PairColumn(uint64_t key) { return static_cast<int>((key >> 8) & 0x3ffu) - PairRow(key); }
-
 template <DType kType>
-void TopKRow(const Problem& problem, const std::byte* row, std::byte* values, uint32_t* slots,
+void TopKRow(const std::byte* row, std::byte* values, uint32_t* slots,
              WorkspaceBuffers& b) {
   using E = Element<kType>;
   const Plan& plan = b.plan;
@@ -231,31 +266,33 @@ void TopKRow(const Problem& problem, const std::byte* row, std::byte* values, ui
     next_buffer ^= 1;
     const int shift = 16 * f;
     if (f < last) {
-      RankSortDescending(b.wide_chosen.data(), stage.kept, b.ordered.data());
+      RankSortDescending(b.wide_chosen.data(), stage.kept, b.rank.data(), b.ordered.data());
       for (int r = 0; r < stage.kept; ++r) {
-        const int i = PairRow(b.ordered[r]);
-        const int j = PairColumn(b.ordered[r]);
+        const uint32_t e = static_cast<uint32_t>(b.ordered[r]);
+        const int i = stage.pair_i[e];
+        const int j = stage.pair_j[e];
         next.value[r] = E::Round(running->value[i] + factor.value[j]);
         next.slot[r] = running->slot[i] * plan.widths[f] + factor.column[j];
         next.columns[r] = running->columns[i] | (uint64_t{factor.column[j]} << shift);
       }
     } else {
-      // Order the final pairs by slot: rank-sort (~slot << 32 | pair index) descending.
+      // Order the final pairs by slot.
       for (int r = 0; r < stage.kept; ++r) {
-        const int i = PairRow(b.wide_chosen[r]);
-        const int j = PairColumn(b.wide_chosen[r]);
+        const uint32_t e = static_cast<uint32_t>(b.wide_chosen[r]);
+        const int i = stage.pair_i[e];
+        const int j = stage.pair_j[e];
         next.slot[r] = running->slot[i] * plan.widths[f] + factor.column[j];
         next.columns[r] = running->columns[i] | (uint64_t{factor.column[j]} << shift);
-        b.candidates[r] = (uint64_t{~next.slot[r]} << 32) | uint64_t(r);
+        b.final_keys[r] = ~next.slot[r];  // descending ~slot is ascending slot
       }
-      RankSortDescending(b.candidates.data(), stage.kept, b.ordered.data());
+      RankOrderDescending(b.final_keys.data(), stage.kept, b.rank.data(), b.final_order.data());
     }
     running = &next;
   }
   // Recompute each selected slot's value from the raw row, as SPEC.md's Output says.
   const int kk = plan.stages[last].kept;
   for (int r = 0; r < kk; ++r) {
-    const int index = static_cast<int>(b.ordered[r] & 0xffffffffu);
+    const uint32_t index = b.final_order[r];
     const uint64_t columns = running->columns[index];
     slots[r] = running->slot[index];
     uint32_t factor_offset = 0;
@@ -276,9 +313,27 @@ void TopKRowsOf(const Problem& problem, const std::byte* scores, size_t rows, st
   const uint32_t kk = problem.kk();
   const size_t value_bytes = size_t{kk} * ElementBytes(kType);
   for (size_t row = 0; row < rows; ++row) {
-    TopKRow<kType>(problem, scores + row * row_bytes, values + row * value_bytes,
+    TopKRow<kType>(scores + row * row_bytes, values + row * value_bytes,
                    slots + row * kk, b);
   }
+}
+
+// The row kernels, compiled once per vector target and picked at load time (scan.h's
+// PK_VECTOR_CLONES). `flatten` inlines the whole row kernel into each clone, so the rank counting
+// and candidate loops vectorize for the clone's target while the out-of-line template copies stay
+// at the baseline instruction set.
+PK_VECTOR_CLONES __attribute__((flatten)) void TopKRowsBf16(const Problem& problem,
+                                                            const std::byte* scores, size_t rows,
+                                                            std::byte* values, uint32_t* slots,
+                                                            WorkspaceBuffers& b) {
+  TopKRowsOf<DType::kBFloat16>(problem, scores, rows, values, slots, b);
+}
+
+PK_VECTOR_CLONES __attribute__((flatten)) void TopKRowsFloat32(const Problem& problem,
+                                                               const std::byte* scores, size_t rows,
+                                                               std::byte* values, uint32_t* slots,
+                                                               WorkspaceBuffers& b) {
+  TopKRowsOf<DType::kFloat32>(problem, scores, rows, values, slots, b);
 }
 
 }  // namespace
@@ -288,9 +343,9 @@ void TopKRows(const Problem& problem, const std::byte* scores, size_t rows, std:
   WorkspaceBuffers& b = workspace.buffers();
   if (!b.plan.Matches(problem)) b.plan.Prepare(problem);
   if (problem.dtype == DType::kBFloat16) {
-    TopKRowsOf<DType::kBFloat16>(problem, scores, rows, values, slots, b);
+    TopKRowsBf16(problem, scores, rows, values, slots, b);
   } else {
-    TopKRowsOf<DType::kFloat32>(problem, scores, rows, values, slots, b);
+    TopKRowsFloat32(problem, scores, rows, values, slots, b);
   }
 }
 
