@@ -20,8 +20,8 @@
 #include "kernels/bench/naive_topk.h"
 #include "kernels/cpu/parallel_topk.h"
 #include "kernels/cpu/topk_cpu.h"
-#include "kernels/numeric.h"
 #include "kernels/problem.h"
+#include "kernels/testing/random_rows.h"
 
 namespace {
 
@@ -47,24 +47,6 @@ const std::vector<Config>& Configs() {
       {"16x16x16x16_k32_f32", {16, 16, 16, 16}, 32, DType::kFloat32},
   };
   return configs;
-}
-
-// Fresh standard-normal scores: `rows` rows of the problem, as bytes of its dtype.
-std::vector<std::byte> RandomRows(const pk::Problem& problem, size_t rows, uint64_t seed) {
-  std::mt19937_64 engine(seed);
-  std::normal_distribution<float> normal;
-  const size_t count = rows * problem.row_width();
-  std::vector<std::byte> bytes(count * pk::ElementBytes(problem.dtype));
-  for (size_t i = 0; i < count; ++i) {
-    const float x = normal(engine);
-    if (problem.dtype == pk::DType::kFloat32) {
-      std::memcpy(bytes.data() + 4 * i, &x, 4);
-    } else {
-      const uint16_t bits = pk::FloatToBf16(x);
-      std::memcpy(bytes.data() + 2 * i, &bits, 2);
-    }
-  }
-  return bytes;
 }
 
 // Median rows/s of `repeats` passes; each pass runs `batch`-row calls over the pool, rotating,
@@ -150,7 +132,9 @@ int main(int argc, char** argv) {
     const pk::Problem problem = pk::ValidateProblem(config.widths, config.k, config.dtype).value();
     // At least 64 MiB of input and 4096 rows: larger than the caches, many rows per pass.
     const size_t pool_rows = std::max<size_t>(4096, (size_t{64} << 20) / problem.row_bytes());
-    const std::vector<std::byte> pool = RandomRows(problem, pool_rows, 0x5eed + config.k);
+    std::mt19937_64 engine(0x5eed + config.k);
+    const std::vector<std::byte> pool =
+        pk::testing::RandomRows(problem, pool_rows, pk::testing::Distribution::kNormal, engine);
     const uint32_t kk = problem.kk();
     std::vector<std::byte> values(pool_rows * problem.out_value_bytes());
     std::vector<uint32_t> slots(pool_rows * kk);
