@@ -2,14 +2,16 @@
 //
 // SelectBest picks the best `need` of a list of entries ranked by a score key (descending), ties
 // going to the later entry. It bisects on the score for the threshold T, the largest value that
-// at least `need` entries reach (each step is one branch-free counting pass, which vectorizes),
-// then keeps every entry above T and the last of those on it. Callers lay their entries out so
+// at least `need` entries reach (each step is one branch-free counting pass, which vectorizes), a
+// byte at a time so that later bytes see only the entries still in play, then keeps every entry
+// above T and the last of those on it. Callers lay their entries out so
 // that "later" is SPEC.md's tie-break: factor columns ascending, stage candidates by (i + j, i)
 // ascending. RankSortDescending orders the chosen few by rank counting: each key's position is
 // the number of keys above it, n^2 branch-free compares that beat a comparison sort for the
 // n <= 256 keys it ever sees. Nothing here allocates.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -17,80 +19,108 @@
 
 namespace pk::cpu {
 
-// rank[a] = the number of keys[0..n) above keys[a], for a < kSize. The loop runs over `a`
-// innermost: broadcast-compare-accumulate, no horizontal sums; with the size fixed at compile
-// time the ranks stay in vector registers.
-template <int kSize, typename Key>
-inline void RankDescendingFixed(const Key* keys, int n, uint32_t* rank) {
-  uint32_t local[kSize] = {};
+// For a < n: place(a, rank) with rank = the number of keys[0..n) above keys[a]. The loop runs
+// over `a` innermost: broadcast-compare-accumulate, no horizontal sums; with the size fixed at
+// compile time the ranks stay in vector registers.
+template <int kSize, typename Key, typename Place>
+inline void RankFixed(const Key* keys, int n, Place place) {
+  uint32_t rank[kSize] = {};
   for (int b = 0; b < n; ++b) {
     const Key other = keys[b];
-    for (int a = 0; a < kSize; ++a) local[a] += other > keys[a] ? 1u : 0u;
+    for (int a = 0; a < kSize; ++a) rank[a] += other > keys[a] ? 1u : 0u;
   }
-  for (int a = 0; a < kSize; ++a) rank[a] = local[a];
+  for (int a = 0; a < n; ++a) place(a, rank[a]);
 }
 
-// rank[a] = the number of keys[0..n) above keys[a], for a < n.
-// Pre: n <= 256; keys has room for the next power of two >= n (from 16), and is zero-padded
-// up to it here (a zero key is above no key, so the padding changes no rank).
-template <typename Key>
-inline void RankDescending(Key* keys, int n, uint32_t* rank) {
+// RankFixed for any n <= 256. keys needs room for the next power of two >= n (from 16) and is
+// zero-padded up to it here: a zero key is above no key, so the padding changes no rank.
+template <typename Key, typename Place>
+inline void Rank(Key* keys, int n, Place place) {
   static_assert(std::is_unsigned_v<Key>);
   const int size = n <= 16 ? 16 : n <= 32 ? 32 : n <= 64 ? 64 : n <= 128 ? 128 : 256;
   for (int a = n; a < size; ++a) keys[a] = 0;
   switch (size) {
-    case 16: return RankDescendingFixed<16>(keys, n, rank);
-    case 32: return RankDescendingFixed<32>(keys, n, rank);
-    case 64: return RankDescendingFixed<64>(keys, n, rank);
-    case 128: return RankDescendingFixed<128>(keys, n, rank);
-    default: return RankDescendingFixed<256>(keys, n, rank);
+    case 16: return RankFixed<16>(keys, n, place);
+    case 32: return RankFixed<32>(keys, n, place);
+    case 64: return RankFixed<64>(keys, n, place);
+    case 128: return RankFixed<128>(keys, n, place);
+    default: return RankFixed<256>(keys, n, place);
   }
 }
 
-// out[r] = the key of rank r (descending) among keys[0..n); keys distinct. See
-// RankDescending for the room keys needs. rank: scratch for 256 entries; out: room for n keys.
+// out[r] = the key of rank r (descending) among keys[0..n); keys distinct, n <= 256, keys with
+// room as Rank() says; out: room for n keys.
 template <typename Key>
-inline void RankSortDescending(Key* keys, int n, uint32_t* rank, Key* out) {
-  RankDescending(keys, n, rank);
-  for (int a = 0; a < n; ++a) out[rank[a]] = keys[a];
+inline void RankSortDescending(Key* keys, int n, Key* out) {
+  Rank(keys, n, [&](int a, uint32_t rank) { out[rank] = keys[a]; });
 }
 
-// order[r] = the index of the key of rank r (descending) among keys[0..n); keys distinct.
-// See RankDescending for the room keys needs. rank: scratch for 256 entries.
+// order[r] = the index of the key of rank r (descending) among keys[0..n); as RankSortDescending.
 template <typename Key>
-inline void RankOrderDescending(Key* keys, int n, uint32_t* rank, uint32_t* order) {
-  RankDescending(keys, n, rank);
-  for (int a = 0; a < n; ++a) order[rank[a]] = static_cast<uint32_t>(a);
+inline void RankOrderDescending(Key* keys, int n, uint32_t* order) {
+  Rank(keys, n, [&](int a, uint32_t rank) { order[rank] = static_cast<uint32_t>(a); });
+}
+
+// Rounds a count of keys up to whole vectors. Arrays that the counting loops read have room for
+// the rounded count, with zeros past the keys (PadWithZeros): a zero has score 0, and the loops
+// only ask about scores of at least 1, so the padding is never counted. Whole vectors spare the
+// loops a scalar epilogue, which for the ~100-entry sets seen here costs more than the vectors.
+inline int PaddedCount(int count) { return (count + 15) & ~15; }
+
+inline void PadWithZeros(uint32_t* keys, int count) {
+  for (int e = count; e < PaddedCount(count); ++e) keys[e] = 0;
 }
 
 // The number of keys whose score (key >> shift) is at least `score`.
+// Pre: score >= 1; keys zero-padded to PaddedCount(count).
 inline int CountScoresAtLeast(const uint32_t* keys, int count, int shift, uint32_t score) {
   int at_least = 0;
-  for (int e = 0; e < count; ++e) at_least += (keys[e] >> shift) >= score ? 1 : 0;
+  const int padded = PaddedCount(count);
+  for (int e = 0; e < padded; ++e) at_least += (keys[e] >> shift) >= score ? 1 : 0;
   return at_least;
 }
 
 // The largest score T in [lo, hi] that at least `need` entries reach, score(e) = keys[e] >> shift.
-// Pre: at least `need` scores are >= lo; fewer than `need` exceed hi.
+// Each pass counts against three pivots at once (a four-way search): the passes are short and
+// each waits on the last, so fewer passes matter more than the compares within one.
+// Pre: at least `need` scores are >= lo; fewer than `need` exceed hi; keys zero-padded.
 inline uint32_t ThresholdScore(const uint32_t* keys, int count, int need, int shift, uint32_t lo,
                                uint32_t hi) {
+  const int padded = PaddedCount(count);
   while (lo < hi) {  // invariant: count(score >= lo) >= need, count(score > hi) < need
-    const uint32_t mid = lo + (hi - lo) / 2 + 1;
-    if (CountScoresAtLeast(keys, count, shift, mid) >= need) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
+    const uint64_t range = hi - lo;
+    uint32_t pivot[3];
+    for (int p = 0; p < 3; ++p) pivot[p] = lo + static_cast<uint32_t>(range * (p + 1) / 4) + 1;
+    int reaching[3] = {0, 0, 0};
+    for (int e = 0; e < padded; ++e) {
+      const uint32_t score = keys[e] >> shift;
+      reaching[0] += score >= pivot[0] ? 1 : 0;
+      reaching[1] += score >= pivot[1] ? 1 : 0;
+      reaching[2] += score >= pivot[2] ? 1 : 0;
     }
+    // Pivots ascend and their counts descend: keep the interval between the last pivot that
+    // `need` entries reach and the first one they do not.
+    uint32_t new_lo = lo;
+    uint32_t new_hi = hi;
+    for (int p = 2; p >= 0; --p) {
+      if (reaching[p] >= need) {
+        new_lo = pivot[p];
+        break;
+      }
+      new_hi = pivot[p] - 1;
+    }
+    lo = new_lo;
+    hi = new_hi;
   }
   return lo;
 }
 
 // Writes to out the indices of the `need` best entries by (score desc, index desc), in no
-// particular order, where score(e) = keys[e] >> shift.
-// Pre: 1 <= need <= count; at least `need` scores are >= lo; fewer than `need` exceed hi.
-// out: room for count + kCompressSlack indices.
-inline void SelectBest(const uint32_t* keys, int count, int need, int shift, uint32_t lo,
-                       uint32_t hi, uint32_t* out) {
+// particular order, where score(e) = keys[e] >> shift, by bisection over every entry.
+// Pre: 1 <= need <= count; at least `need` scores are >= lo; fewer than `need` exceed hi; keys
+// zero-padded to PaddedCount(count). out: room for count + kCompressSlack indices.
+inline void SelectBestFlat(const uint32_t* keys, int count, int need, int shift, uint32_t lo,
+                           uint32_t hi, uint32_t* out) {
   const uint32_t threshold = ThresholdScore(keys, count, need, shift, lo, hi);
   // Every entry above the threshold: keys >= (threshold + 1) << shift, when that fits.
   const uint64_t first_above = (uint64_t{threshold} + 1) << shift;
@@ -104,18 +134,48 @@ inline void SelectBest(const uint32_t* keys, int count, int need, int shift, uin
   }
 }
 
-// SelectBest for full 32-bit scores (shift 0), in two levels: the threshold of the high 16 bits
-// first, over every entry; then the low 16 bits over only the entries at or above it.
-// scratch_indices, scratch_keys: room for count + kCompressSlack entries each.
-inline void SelectBestWide(const uint32_t* keys, int count, int need, uint32_t lo, uint32_t hi,
-                           uint32_t* out, uint32_t* scratch_indices, uint32_t* scratch_keys) {
-  const uint32_t high = ThresholdScore(keys, count, need, 16, lo >> 16, hi >> 16);
-  const int reaching = static_cast<int>(
-      CompressIndicesAtLeast(keys, static_cast<uint32_t>(count), high << 16, scratch_indices));
-  for (int s = 0; s < reaching; ++s) scratch_keys[s] = keys[scratch_indices[s]];
-  // Fewer than `need` entries exceed (high << 16) | 0xffff, by the choice of `high`.
-  SelectBest(scratch_keys, reaching, need, 0, high << 16, (high << 16) | 0xffffu, out);
-  for (int r = 0; r < need; ++r) out[r] = scratch_indices[out[r]];
+// Scratch for SelectBest: three arrays of count + kCompressSlack entries each.
+struct SelectScratch {
+  uint32_t* positions;
+  uint32_t* indices;
+  uint32_t* keys;
+};
+
+// SelectBestFlat's result, found a byte of the score at a time from the top: each level's
+// threshold is found over the entries still in play, and only the entries at or above it go on
+// to the next level, so the long bisections run over few entries.
+// Pre: as SelectBestFlat, but keys need only room for PaddedCount(count): they are padded here.
+inline void SelectBest(uint32_t* keys, int count, int need, int shift, uint32_t lo,
+                       uint32_t hi, uint32_t* out, const SelectScratch& scratch) {
+  PadWithZeros(keys, count);
+  const uint32_t* set_keys = keys;  // the keys of the entries still in play
+  bool narrowed = false;            // whether scratch.indices maps them to original entries
+  for (int level = 24; level > shift; level -= 8) {
+    const int below = level - shift;  // score bits under this level's byte
+    const uint32_t level_lo = lo >> below;
+    const uint32_t level_hi = hi >> below;
+    if (level_lo == level_hi) continue;  // every possible threshold shares this byte
+    const uint32_t threshold = ThresholdScore(set_keys, count, need, level, level_lo, level_hi);
+    lo = std::max<uint32_t>(lo, threshold << below);
+    hi = static_cast<uint32_t>(
+        std::min<uint64_t>(hi, ((uint64_t{threshold} + 1) << below) - 1));
+    const int kept = static_cast<int>(CompressIndicesAtLeast(
+        set_keys, static_cast<uint32_t>(count), threshold << level, scratch.positions));
+    // Compact in place: positions ascend, so each read is at or after its write.
+    for (int s = 0; s < kept; ++s) {
+      const uint32_t position = scratch.positions[s];
+      scratch.indices[s] = narrowed ? scratch.indices[position] : position;
+      scratch.keys[s] = set_keys[position];
+    }
+    PadWithZeros(scratch.keys, kept);
+    set_keys = scratch.keys;
+    narrowed = true;
+    count = kept;
+  }
+  SelectBestFlat(set_keys, count, need, shift, lo, hi, out);
+  if (narrowed) {
+    for (int r = 0; r < need; ++r) out[r] = scratch.indices[out[r]];
+  }
 }
 
 }  // namespace pk::cpu

@@ -17,7 +17,7 @@ namespace {
 constexpr int kMaxColumns = static_cast<int>(kMaxWidth) + 1;
 constexpr int kMaxList = static_cast<int>(kMaxK);
 // sum over i = 1..256 of floor(256 / i) = 1 563 bounds every staircase; round up.
-constexpr int kMaxCandidates = 2048;
+constexpr int kMaxCandidates = 2048 + kCompressSlack;
 
 // One pairing stage of a shape: its candidate rank pairs, listed in SPEC.md's tie order (i + j
 // ascending, then i ascending, so that a later candidate wins a tie), and the full n-pair
@@ -93,17 +93,20 @@ struct WorkspaceBuffers {
   Plan plan;
   std::vector<uint32_t> keys = std::vector<uint32_t>(kMaxColumns + kCompressSlack);
   std::vector<uint32_t> survivors = std::vector<uint32_t>(kMaxColumns + kCompressSlack);
-  std::vector<uint32_t> survivor_keys = std::vector<uint32_t>(kMaxColumns);
+  std::vector<uint32_t> survivor_keys = std::vector<uint32_t>(kMaxColumns + kCompressSlack);
   std::vector<uint32_t> best = std::vector<uint32_t>(kMaxColumns + kCompressSlack);
+  std::vector<uint32_t> scratch_positions = std::vector<uint32_t>(kMaxColumns + kCompressSlack);
   std::vector<uint32_t> scratch_indices = std::vector<uint32_t>(kMaxColumns + kCompressSlack);
   std::vector<uint32_t> scratch_keys = std::vector<uint32_t>(kMaxColumns + kCompressSlack);
+  SelectScratch select_scratch() {
+    return {scratch_positions.data(), scratch_indices.data(), scratch_keys.data()};
+  }
   std::array<uint32_t, kMaxList> narrow_chosen{};
   std::array<uint32_t, kMaxList> narrow_ordered{};
   std::array<uint64_t, kMaxList> wide_chosen{};
   std::array<uint64_t, kMaxList> ordered{};
   std::array<uint32_t, kMaxList> final_keys{};
   std::array<uint32_t, kMaxList> final_order{};
-  std::array<uint32_t, kMaxList> rank{};
   std::array<uint32_t, kMaxList> group_scratch{};
   std::array<uint32_t, kMaxCandidates> candidate_keys{};
   std::array<RankedList, kMaxFactors> factor_lists;
@@ -177,9 +180,9 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
     }
     const uint32_t upper = MaxOf(candidates, count);
     SelectBest(candidates, static_cast<int>(count), kept, 16, lower >> 16, upper >> 16,
-               b.best.data());
+               b.best.data(), b.select_scratch());
     for (int r = 0; r < kept; ++r) b.narrow_chosen[r] = candidates[b.best[r]];
-    RankSortDescending(b.narrow_chosen.data(), kept, b.rank.data(), b.narrow_ordered.data());
+    RankSortDescending(b.narrow_chosen.data(), kept, b.narrow_ordered.data());
     for (int r = 0; r < kept; ++r) list.column[r] = b.narrow_ordered[r] & 0xffffu;
   } else {
     // Float keys tie: select on the key with later columns winning ties, then order by the
@@ -198,13 +201,13 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
       for (uint32_t c = 0; c < width; ++c) columns[c] = c;
     }
     const uint32_t upper = MaxOf(survivor_keys, count);
-    SelectBestWide(survivor_keys, static_cast<int>(count), kept, lower, upper, b.best.data(),
-                   b.scratch_indices.data(), b.scratch_keys.data());
+    SelectBest(survivor_keys, static_cast<int>(count), kept, 0, lower, upper, b.best.data(),
+               b.select_scratch());
     for (int r = 0; r < kept; ++r) {
       const uint32_t e = b.best[r];
       b.wide_chosen[r] = (uint64_t{survivor_keys[e]} << 32) | columns[e];
     }
-    RankSortDescending(b.wide_chosen.data(), kept, b.rank.data(), b.ordered.data());
+    RankSortDescending(b.wide_chosen.data(), kept, b.ordered.data());
     for (int r = 0; r < kept; ++r) list.column[r] = static_cast<uint32_t>(b.ordered[r] & 0xffffu);
   }
   for (int r = 0; r < kept; ++r) {
@@ -231,8 +234,7 @@ inline void SelectStage(const StagePlan& stage, const RankedList& running,
     lower = std::max(lower, OrderedKey(running.value[i] + factor.value[j]));
   }
   const uint32_t upper = keys[0];  // the pair (0, 0) scores at least as high as any other
-  SelectBestWide(keys, count, stage.kept, lower, upper, b.best.data(), b.scratch_indices.data(),
-                 b.scratch_keys.data());
+  SelectBest(keys, count, stage.kept, 0, lower, upper, b.best.data(), b.select_scratch());
   for (int r = 0; r < stage.kept; ++r) {
     const uint32_t e = b.best[r];
     b.wide_chosen[r] = (uint64_t{keys[e]} << 32) | e;
@@ -266,7 +268,7 @@ void TopKRow(const std::byte* row, std::byte* values, uint32_t* slots,
     next_buffer ^= 1;
     const int shift = 16 * f;
     if (f < last) {
-      RankSortDescending(b.wide_chosen.data(), stage.kept, b.rank.data(), b.ordered.data());
+      RankSortDescending(b.wide_chosen.data(), stage.kept, b.ordered.data());
       for (int r = 0; r < stage.kept; ++r) {
         const uint32_t e = static_cast<uint32_t>(b.ordered[r]);
         const int i = stage.pair_i[e];
@@ -285,7 +287,7 @@ void TopKRow(const std::byte* row, std::byte* values, uint32_t* slots,
         next.columns[r] = running->columns[i] | (uint64_t{factor.column[j]} << shift);
         b.final_keys[r] = ~next.slot[r];  // descending ~slot is ascending slot
       }
-      RankOrderDescending(b.final_keys.data(), stage.kept, b.rank.data(), b.final_order.data());
+      RankOrderDescending(b.final_keys.data(), stage.kept, b.final_order.data());
     }
     running = &next;
   }

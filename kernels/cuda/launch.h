@@ -1,0 +1,47 @@
+// The launcher of the CUDA top-k over device memory and a stream: what an executor calls.
+//
+// One TopKLauncher per device, made once (it reads the device's properties and prepares the
+// kernels); Launch() then only enqueues work: it allocates nothing, copies nothing and never
+// synchronizes, so it may be called from any thread for any stream of that device. The kernel
+// keeps all its scratch in shared memory; no workspace buffer is needed.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/problem.h"
+
+namespace pk::cuda {
+
+class TopKLauncher {
+ public:
+  // Prepares the kernels for `device` and makes it current for the calling thread.
+  // Errors name the device and the CUDA error.
+  static Result<TopKLauncher> Create(int device);
+
+  // Enqueues SPEC.md's top-k for `rows` consecutive rows on `stream` (of this launcher's device,
+  // which must be current).
+  //   scores: rows * problem.row_width() elements of problem.dtype in device memory, aligned to
+  //           the element size (any row of a larger batch may be the first);
+  //   values: room for rows * problem.kk() elements of problem.dtype (element-aligned);
+  //   slots:  room for rows * problem.kk() uint32 (4-byte aligned).
+  // Each output row is in slot order. rows == 0 enqueues nothing. Returns cudaSuccess or the
+  // error of the launch itself (errors of the running kernel surface at the stream's next sync).
+  cudaError_t Launch(const Problem& problem, const void* scores, size_t rows, void* values,
+                     uint32_t* slots, cudaStream_t stream) const;
+
+  int device() const { return device_; }
+  int multiprocessors() const { return multiprocessors_; }
+
+ private:
+  int device_ = 0;
+  int multiprocessors_ = 0;
+  size_t shared_per_multiprocessor_ = 0;  // bytes usable by blocks on one multiprocessor
+  size_t shared_per_block_ = 0;           // opt-in maximum for one block
+  int registers_per_multiprocessor_ = 0;
+  int kernel_registers_[2] = {0, 0};      // per thread, by DType
+};
+
+}  // namespace pk::cuda

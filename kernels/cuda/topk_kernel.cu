@@ -1,0 +1,647 @@
+// The CUDA product-key top-k (../../shared/SPEC.md), bit for bit the CPU implementation's result.
+//
+// One warp computes one row; a block's warps take rows in a grid-stride loop, and all scratch
+// lives in the warp's slice of shared memory. Per factor, the warp streams the factor through a
+// shared staging buffer in chunks of 1 024 elements (16-byte loads, any element alignment). On the
+// first chunk it takes the maximum of each small group of elements (a group is 2 to 8 elements of
+// one 16-byte block, enough groups to have about 2 kf of them), sorts those maxima with a
+// register bitonic network and keeps the kf-th largest as a threshold: kf groups reach it, so the
+// factor's kf best elements do too, and on random data only about 1.2 kf elements pass. Each lane
+// marks its passing elements in a bit mask (one float compare each), a warp scan places them, and
+// only those are turned into distinct composite keys (ordered value << 16 | column for bfloat16,
+// << 32 for float32) in a survivor buffer; if a later chunk would overflow it, the buffer is cut to
+// its kf best, which raises the threshold. The survivors' kf best, sorted, are the factor's ranked
+// list. Each pairing stage walks a per-block table of the staircase (i+1)(j+1) <= n, keeps the
+// candidates whose score key reaches the best corner of an exact n-pair rectangle (at least n
+// candidates do), and sorts the keys (score key << 32 | (i+j) << 8 | i) of the survivors; the first
+// n are SPEC.md's order. The last stage's slots are sorted ascending, their columns decoded by
+// multiplicative inverses, and the values recomputed from the raw row. Sorts of up to 512 keys run
+// in registers (bitonic, shuffles for cross-lane strides); larger sets (ties) first go through a
+// warp radix select in shared memory, so every valid shape and input works, the heavy ones slower.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/warp_ops.cuh"
+#include "kernels/numeric.h"
+
+namespace pk::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kMaxCorners = 32;
+constexpr int kChunkElements = 1024;  // per staging chunk, either type
+constexpr int kMaxStageKeys = 512;    // register sorts handle up to this many keys
+
+// Element type traits: how a chunk is held (four 32-bit words per 16-byte block), what an element
+// is worth, and the factor sort key.
+struct Bf16Type {
+  using Key = uint32_t;  // OrderedKeyBf16(x) << 16 | column
+  static constexpr int kElementBytes = 2;
+  static constexpr int kPerBlock = 8;          // elements in a 16-byte block
+  static constexpr int kBlocksPerLane = 4;     // 32 lanes * 4 blocks * 8 = 1 024 elements
+  static constexpr int kMaxGroupsPerBlock = 4;
+  static constexpr uint32_t kInvalidWord = 0x7fc07fc0u;  // two NaNs: never pass, never a maximum
+
+  // Element h of a block held as four words. Pre: 0 <= h < 8.
+  __device__ __forceinline__ static float Element(const uint32_t (&block)[4], int h) {
+    const uint32_t word = block[h >> 1];
+    return __uint_as_float((h & 1) ? (word & 0xffff0000u) : (word << 16));
+  }
+  __device__ __forceinline__ static Key Composite(const uint8_t* element, uint32_t column) {
+    const uint16_t bits = *reinterpret_cast<const uint16_t*>(element);
+    return (uint32_t{OrderedKeyBf16(bits)} << 16) | column;
+  }
+  // The value a key ranks by (NaN already -inf). Post: exact inverse of the key's value part.
+  __device__ __forceinline__ static float KeyValue(Key key) {
+    const uint32_t ordered = key >> 16;
+    const uint32_t bits = (ordered & 0x8000u) ? (ordered & 0x7fffu) : (~ordered & 0xffffu);
+    return Bf16ToFloat(static_cast<uint16_t>(bits));
+  }
+  __device__ __forceinline__ static uint32_t KeyColumn(Key key) { return key & 0xffffu; }
+  __device__ __forceinline__ static float Load(const uint8_t* element) {
+    return Bf16ToFloat(*reinterpret_cast<const uint16_t*>(element));
+  }
+  __device__ __forceinline__ static float Round(float x) { return RoundToBf16(x); }
+  __device__ __forceinline__ static void Store(uint8_t* element, float x) {
+    *reinterpret_cast<uint16_t*>(element) = FloatToBf16(x);
+  }
+};
+
+struct Float32Type {
+  using Key = uint64_t;  // OrderedKey(x) << 32 | column
+  static constexpr int kElementBytes = 4;
+  static constexpr int kPerBlock = 4;
+  static constexpr int kBlocksPerLane = 8;  // 32 lanes * 8 blocks * 4 = 1 024 elements
+  static constexpr int kMaxGroupsPerBlock = 2;
+  static constexpr uint32_t kInvalidWord = 0x7fc00000u;
+
+  __device__ __forceinline__ static float Element(const uint32_t (&block)[4], int h) {
+    return __uint_as_float(block[h]);
+  }
+  __device__ __forceinline__ static Key Composite(const uint8_t* element, uint32_t column) {
+    const float x = *reinterpret_cast<const float*>(element);
+    return (uint64_t{OrderedKey(x)} << 32) | column;
+  }
+  __device__ __forceinline__ static float KeyValue(Key key) {
+    return KeyToFloat(static_cast<uint32_t>(key >> 32));
+  }
+  __device__ __forceinline__ static uint32_t KeyColumn(Key key) {
+    return static_cast<uint32_t>(key) & 0xffffu;
+  }
+  __device__ __forceinline__ static float Load(const uint8_t* element) {
+    return *reinterpret_cast<const float*>(element);
+  }
+  __device__ __forceinline__ static float Round(float x) { return x; }
+  __device__ __forceinline__ static void Store(uint8_t* element, float x) {
+    *reinterpret_cast<float*>(element) = x;
+  }
+};
+
+// Bytes of a chunk's staging buffer: 32 lanes, kBlocksPerLane 16-byte blocks each.
+template <class T>
+constexpr int StagingBytes() {
+  return 32 * T::kBlocksPerLane * 16;
+}
+
+// Everything a launch needs to know about the shape; computed on the host (MakeParams).
+struct KernelParams {
+  const uint8_t* scores;
+  uint8_t* values;
+  uint32_t* slots;
+  unsigned long long rows;
+  uint32_t row_elements;
+  int factors;
+  uint32_t width[kMaxFactors];
+  uint32_t offset[kMaxFactors];
+  unsigned long long magic[kMaxFactors];  // ceil(2^64 / width), for width >= 2
+  uint32_t kk;
+  int list_size[kMaxFactors];  // kf[f] = min(k, w[f])
+  int kept[kMaxFactors];       // n[f]: kept[0] = kf[0], kept[f] = min(k, kept[f-1] * kf[f])
+  int candidates[kMaxFactors];      // staircase pairs of stage f (f >= 1)
+  uint32_t table_offset[kMaxFactors];  // first entry of stage f in the block's pair table
+  int corner_count[kMaxFactors];
+  uint16_t corners[kMaxFactors][kMaxCorners];  // (a-1) << 8 | (b-1), a * b == kept[f]
+  // Shared memory: the pair table, then one slice per warp.
+  uint32_t table_bytes;
+  uint32_t warp_bytes;
+  int list_capacity;       // entries per factor list and per running list
+  uint32_t lists_offset;   // factor lists: F * cap floats, then F * cap columns
+  uint32_t running_offset; // running lists: 2 * cap floats, then 2 * cap slots
+  uint32_t histogram_offset;
+  uint32_t union_offset;   // factor phase: staging, buffer, chosen; stages: candidates, chosen
+  int buffer_capacity;     // factor survivor keys
+  int candidate_capacity;  // stage survivor keys (>= 512)
+};
+
+// A warp's slice of shared memory, typed.
+template <class T>
+struct WarpMemory {
+  using Key = typename T::Key;
+  float* list_value;       // [F][cap]
+  uint32_t* list_column;   // [F][cap]
+  float* running_value;    // [2][cap]
+  uint32_t* running_slot;  // [2][cap]
+  uint32_t* histogram;     // [256]
+  uint8_t* staging;        // factor phase
+  Key* buffer;             // factor phase: survivors, then `chosen` for the radix select
+  Key* buffer_chosen;
+  uint32_t* maxima;        // factor phase, aliases buffer (used while it is empty)
+  uint64_t* candidates;    // stage phase
+  uint64_t* candidates_chosen;
+
+  __device__ WarpMemory(const KernelParams& p, uint8_t* slice) {
+    const int cap = p.list_capacity;
+    list_value = reinterpret_cast<float*>(slice + p.lists_offset);
+    list_column = reinterpret_cast<uint32_t*>(list_value + p.factors * cap);
+    running_value = reinterpret_cast<float*>(slice + p.running_offset);
+    running_slot = reinterpret_cast<uint32_t*>(running_value + 2 * cap);
+    histogram = reinterpret_cast<uint32_t*>(slice + p.histogram_offset);
+    staging = slice + p.union_offset;
+    buffer = reinterpret_cast<Key*>(staging + StagingBytes<T>());
+    buffer_chosen = buffer + p.buffer_capacity;
+    maxima = reinterpret_cast<uint32_t*>(buffer);
+    candidates = reinterpret_cast<uint64_t*>(slice + p.union_offset);
+    candidates_chosen = candidates + p.candidate_capacity;
+  }
+};
+
+// Warp 0 writes each stage's staircase pairs (i << 8 | j), row by row, into the block's table.
+__device__ void BuildPairTables(const KernelParams& p, uint16_t* table) {
+  if (threadIdx.x >= 32) return;
+  const int lane = LaneId();
+  for (int f = 1; f < p.factors; ++f) {
+    const int kept = p.kept[f];
+    const int rows = min(p.kept[f - 1], kept);
+    const int factor = p.list_size[f];
+    uint16_t* out = table + p.table_offset[f];
+    int base = 0;
+    for (int first = 0; first < rows; first += 32) {
+      const int i = first + lane;
+      const int length = i < rows ? min(factor, kept / (i + 1)) : 0;
+      const int inclusive = WarpInclusiveSum(length);
+      const int start = base + inclusive - length;
+      for (int j = 0; j < length; ++j) out[start + j] = static_cast<uint16_t>((i << 8) | j);
+      base += __shfl_sync(kFullMask, inclusive, 31);
+    }
+  }
+}
+
+// Loads block `b` of a chunk (bytes [b*16, b*16+16) of the aligned window that starts 16-byte
+// aligned at `window`), marking bytes outside [begin, end) invalid. Pre: begin, end and 16 * b are
+// offsets in the window; elements are aligned to their size.
+template <class T>
+__device__ __forceinline__ void LoadBlock(const uint8_t* window, int b, int begin, int end,
+                                          uint32_t (&block)[4]) {
+  const int first = b * 16;
+  if (first >= begin && first + 16 <= end) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(window + first));
+    block[0] = v.x;
+    block[1] = v.y;
+    block[2] = v.z;
+    block[3] = v.w;
+    return;
+  }
+#pragma unroll
+  for (int w = 0; w < 4; ++w) block[w] = T::kInvalidWord;
+  if (first + 16 <= begin || first >= end) return;
+  if constexpr (T::kElementBytes == 4) {
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      const int at = first + 4 * h;
+      if (at >= begin && at < end) block[h] = __ldg(reinterpret_cast<const uint32_t*>(window + at));
+    }
+  } else {
+#pragma unroll
+    for (int h = 0; h < 8; ++h) {
+      const int at = first + 2 * h;
+      if (at >= begin && at < end) {
+        const uint32_t bits = __ldg(reinterpret_cast<const unsigned short*>(window + at));
+        const int shift = (h & 1) * 16;
+        block[h >> 1] = (block[h >> 1] & ~(0xffffu << shift)) | (bits << shift);
+      }
+    }
+  }
+}
+
+// The valid elements of block `b` as bits [0, kPerBlock): elements whose bytes lie in
+// [begin, end).
+template <class T>
+__device__ __forceinline__ uint32_t ValidBits(int b, int begin, int end) {
+  const int first = b * 16;
+  const int low = min(max((begin - first) / T::kElementBytes, 0), T::kPerBlock);
+  const int high = min(max((end - first) / T::kElementBytes, 0), T::kPerBlock);
+  if (high <= low) return 0;
+  return ((1u << high) - 1u) & ~((1u << low) - 1u);
+}
+
+// Ranks factor f: its `kf` best columns by (key desc, column desc), written as values (NaN ->
+// -inf) and columns to list_value / list_column. factor: the factor's first element (global).
+template <class T>
+__device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, const KernelParams& p,
+                             const WarpMemory<T>& m, float* list_value, uint32_t* list_column) {
+  using Key = typename T::Key;
+  constexpr int kQ = T::kBlocksPerLane;
+  constexpr int kE = T::kPerBlock;
+  constexpr int kBytes = T::kElementBytes;
+  const int lane = LaneId();
+  int count = 0;                     // keys in m.buffer
+  float threshold = -INFINITY;       // survivors: value >= threshold; -inf: every element
+  for (uint32_t start = 0; start < width;) {
+    const uintptr_t address = reinterpret_cast<uintptr_t>(factor) + uintptr_t{start} * kBytes;
+    const int begin = static_cast<int>(address & 15u);
+    const uint32_t length =
+        min(width - start, static_cast<uint32_t>((StagingBytes<T>() - begin) / kBytes));
+    const int end = begin + static_cast<int>(length) * kBytes;
+    const int blocks = (end + 15) / 16;
+    const uint8_t* window = reinterpret_cast<const uint8_t*>(address - begin);
+
+    uint32_t data[kQ][4];
+#pragma unroll
+    for (int q = 0; q < kQ; ++q) {
+      const int b = lane + 32 * q;
+      if (b < blocks) {
+        LoadBlock<T>(window, b, begin, end, data[q]);
+      } else {
+#pragma unroll
+        for (int w = 0; w < 4; ++w) data[q][w] = T::kInvalidWord;
+      }
+      *reinterpret_cast<uint4*>(m.staging + 16 * b) =
+          make_uint4(data[q][0], data[q][1], data[q][2], data[q][3]);
+    }
+
+    // A threshold from the group maxima of the first chunk, when it is worth one.
+    if (count == 0 && threshold == -INFINITY && static_cast<int>(length) > 2 * kf) {
+      int per_block = 1;
+      while (per_block < T::kMaxGroupsPerBlock && blocks * per_block < 2 * kf) per_block *= 2;
+      const int groups = blocks * per_block;
+      if (groups >= kf) {
+#pragma unroll
+        for (int q = 0; q < kQ; ++q) {
+          const int b = lane + 32 * q;
+          if (b < blocks) {
+            const int size = kE / per_block;
+            for (int g = 0; g < per_block; ++g) {
+              float best = NAN;
+#pragma unroll
+              for (int h = 0; h < kE; ++h) {
+                if (h / size == g) best = fmaxf(best, T::Element(data[q], h));
+              }
+              m.maxima[b * per_block + g] = OrderedKey(best);
+            }
+          }
+        }
+        __syncwarp();
+        SelectTopSorted<uint32_t>(m.maxima, groups, kf, nullptr, nullptr);
+        const uint32_t kth = m.maxima[kf - 1];
+        __syncwarp();
+        if (kth > OrderedKey(-INFINITY)) threshold = KeyToFloat(kth);
+      }
+    }
+
+    uint32_t mask = 0;
+    auto mark = [&]() {
+      mask = 0;
+      if (threshold > -INFINITY) {
+#pragma unroll
+        for (int q = 0; q < kQ; ++q) {
+#pragma unroll
+          for (int h = 0; h < kE; ++h) {
+            if (T::Element(data[q], h) >= threshold) mask |= 1u << (q * kE + h);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int q = 0; q < kQ; ++q) mask |= ValidBits<T>(lane + 32 * q, begin, end) << (q * kE);
+      }
+    };
+    mark();
+    int mine = __popc(mask);
+    int inclusive = WarpInclusiveSum(mine);
+    int total = __shfl_sync(kFullMask, inclusive, 31);
+    if (count + total > p.buffer_capacity) {
+      // Cut the buffer to its kf best; the kf-th becomes the threshold. Leaves room for a chunk.
+      SelectTopSorted<Key>(m.buffer, count, kf, m.buffer_chosen, m.histogram);
+      count = kf;
+      threshold = T::KeyValue(m.buffer[kf - 1]);
+      mark();
+      mine = __popc(mask);
+      inclusive = WarpInclusiveSum(mine);
+      total = __shfl_sync(kFullMask, inclusive, 31);
+    }
+    int position = count + inclusive - mine;
+    while (mask != 0) {
+      const int bit = __ffs(static_cast<int>(mask)) - 1;
+      mask &= mask - 1;
+      const int at = (lane + 32 * (bit / kE)) * 16 + (bit % kE) * kBytes;
+      const uint32_t column = start + static_cast<uint32_t>((at - begin) / kBytes);
+      m.buffer[position++] = T::Composite(m.staging + at, column);
+    }
+    count += total;
+    __syncwarp();
+    start += length;
+  }
+  SelectTopSorted<Key>(m.buffer, count, kf, m.buffer_chosen, m.histogram);
+  for (int r = lane; r < kf; r += 32) {
+    const Key key = m.buffer[r];
+    list_value[r] = T::KeyValue(key);
+    list_column[r] = T::KeyColumn(key);
+  }
+  __syncwarp();
+}
+
+// A stage candidate's distinct sort key: score key, then i + j, then i (all descending).
+__device__ __forceinline__ uint64_t CandidateKey(uint32_t score_key, int i, int j) {
+  return (uint64_t{score_key} << 32) | (static_cast<uint64_t>(i + j) << 8) | static_cast<uint64_t>(i);
+}
+
+// Stage f: pairs the running list (run_value/run_slot, kept[f-1] entries) with factor f's list and
+// leaves the kept[f] best candidate keys, sorted descending, in m.candidates[0..kept[f]).
+template <class T>
+__device__ void SelectStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
+                            int f, const float* run_value) {
+  const int lane = LaneId();
+  const unsigned lanes_below = (1u << lane) - 1u;
+  const float* factor_value = m.list_value + f * p.list_capacity;
+  uint32_t bound = 0;
+  for (int c = lane; c < p.corner_count[f]; c += 32) {
+    const int code = p.corners[f][c];
+    bound = max(bound, OrderedKey(run_value[code >> 8] + factor_value[code & 255]));
+  }
+  bound = WarpMax(bound);
+  const uint16_t* pairs = table + p.table_offset[f];
+  const int total = p.candidates[f];
+  int count = 0;
+  for (int base = 0; base < total; base += 32) {
+    const int c = base + lane;
+    bool pass = false;
+    uint64_t key = 0;
+    if (c < total) {
+      const int code = pairs[c];
+      const int i = code >> 8;
+      const int j = code & 255;
+      const uint32_t score_key = OrderedKey(run_value[i] + factor_value[j]);
+      pass = score_key >= bound;
+      key = CandidateKey(score_key, i, j);
+    }
+    const unsigned passing = __ballot_sync(kFullMask, pass);
+    if (pass) m.candidates[count + __popc(passing & lanes_below)] = key;
+    count += __popc(passing);
+  }
+  __syncwarp();
+  SelectTopSorted<uint64_t>(m.candidates, count, p.kept[f], m.candidates_chosen, m.histogram);
+}
+
+__device__ __forceinline__ int PairRow(uint64_t key) { return static_cast<int>(key & 0xffu); }
+__device__ __forceinline__ int PairColumn(uint64_t key) {
+  return static_cast<int>((key >> 8) & 0x1ffu) - PairRow(key);
+}
+
+// Sorts keys[0..count) descending in registers. Pre: count <= 256.
+__device__ __forceinline__ void SortSmall(uint32_t* keys, int count) {
+  const int per_lane = (count + 31) / 32;
+  if (per_lane <= 1) {
+    SortSharedDescending<1>(keys, count, count);
+  } else if (per_lane <= 2) {
+    SortSharedDescending<2>(keys, count, count);
+  } else if (per_lane <= 4) {
+    SortSharedDescending<4>(keys, count, count);
+  } else {
+    SortSharedDescending<8>(keys, count, count);
+  }
+}
+
+template <class T>
+__device__ void TopKRow(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
+                        unsigned long long row) {
+  constexpr int kBytes = T::kElementBytes;
+  const int lane = LaneId();
+  const int cap = p.list_capacity;
+  const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
+  for (int f = 0; f < p.factors; ++f) {
+    SelectFactor<T>(scores + size_t{p.offset[f]} * kBytes, p.width[f], p.list_size[f], p, m,
+                    m.list_value + f * cap, m.list_column + f * cap);
+  }
+  const float* run_value = m.list_value;
+  const uint32_t* run_slot = m.list_column;
+  int next = 0;
+  const int last = p.factors - 1;
+  for (int f = 1; f <= last; ++f) {
+    SelectStage<T>(p, m, table, f, run_value);
+    const float* factor_value = m.list_value + f * cap;
+    const uint32_t* factor_column = m.list_column + f * cap;
+    float* next_value = m.running_value + next * cap;
+    uint32_t* next_slot = m.running_slot + next * cap;
+    const int kept = p.kept[f];
+    const uint32_t width = p.width[f];
+    if (f < last) {
+      for (int r = lane; r < kept; r += 32) {
+        const uint64_t key = m.candidates[r];
+        const int i = PairRow(key);
+        const int j = PairColumn(key);
+        next_value[r] = T::Round(run_value[i] + factor_value[j]);
+        next_slot[r] = run_slot[i] * width + factor_column[j];
+      }
+    } else {
+      // Final slots, ascending: sort their complements descending.
+      for (int r = lane; r < kept; r += 32) {
+        const uint64_t key = m.candidates[r];
+        next_slot[r] = ~(run_slot[PairRow(key)] * width + factor_column[PairColumn(key)]);
+      }
+    }
+    __syncwarp();
+    run_value = next_value;
+    run_slot = next_slot;
+    next ^= 1;
+  }
+  // run_slot holds the complemented final slots.
+  uint32_t* order = m.running_slot + (next ^ 1) * cap;
+  const int kk = static_cast<int>(p.kk);
+  SortSmall(order, kk);
+  uint8_t* values = p.values + row * p.kk * kBytes;
+  uint32_t* slots = p.slots + row * p.kk;
+  for (int r = lane; r < kk; r += 32) {
+    const uint32_t slot = ~order[r];
+    uint32_t column[kMaxFactors];
+    uint32_t rest = slot;
+    for (int f = last; f >= 1; --f) {
+      const uint32_t w = p.width[f];
+      const uint32_t quotient =
+          w == 1 ? rest : static_cast<uint32_t>(__umul64hi(rest, p.magic[f]));
+      column[f] = rest - quotient * w;
+      rest = quotient;
+    }
+    column[0] = rest;
+    float v = T::Load(scores + size_t{p.offset[0] + column[0]} * kBytes);
+    for (int f = 1; f <= last; ++f) {
+      const float x = T::Load(scores + size_t{p.offset[f] + column[f]} * kBytes);
+      v = (f == 1 ? v : T::Round(v)) + x;
+    }
+    T::Store(values + size_t(r) * kBytes, T::Round(v));
+    slots[r] = slot;
+  }
+  __syncwarp();
+}
+
+template <class T>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    TopKKernel(const __grid_constant__ KernelParams p) {
+  extern __shared__ __align__(16) uint8_t shared[];
+  uint16_t* table = reinterpret_cast<uint16_t*>(shared);
+  BuildPairTables(p, table);
+  __syncthreads();
+  const unsigned warp = threadIdx.x >> 5;
+  const unsigned warps = blockDim.x >> 5;
+  const WarpMemory<T> m(p, shared + p.table_bytes + warp * p.warp_bytes);
+  for (unsigned long long row = static_cast<unsigned long long>(blockIdx.x) * warps + warp;
+       row < p.rows; row += static_cast<unsigned long long>(gridDim.x) * warps) {
+    TopKRow<T>(p, m, table, row);
+  }
+}
+
+uint32_t RoundUp16(uint64_t bytes) { return static_cast<uint32_t>((bytes + 15) / 16 * 16); }
+
+// The launch's parameters and shared-memory layout for a validated problem.
+KernelParams MakeParams(const Problem& problem) {
+  KernelParams p{};
+  p.factors = problem.factors;
+  p.row_elements = problem.row_width();
+  p.kk = problem.kk();
+  const int k = static_cast<int>(problem.k);
+  for (int f = 0; f < problem.factors; ++f) {
+    p.width[f] = problem.widths[f];
+    p.offset[f] = problem.offset(f);
+    const uint64_t w = problem.widths[f];
+    // ceil(2^64 / w) for w >= 2: floor((2^64 - 1) / w) + 1, exact since w is not a power of
+    // two or, if it is, (2^64 - 1) / w rounds down to 2^64 / w - 1.
+    p.magic[f] = w >= 2 ? (~0ull / w) + 1 : 0;
+    p.list_size[f] = static_cast<int>(std::min<uint64_t>(k, w));
+  }
+  p.kept[0] = p.list_size[0];
+  uint32_t table_entries = 0;
+  int max_candidates = 0;
+  for (int f = 1; f < problem.factors; ++f) {
+    const int previous = p.kept[f - 1];
+    const int factor = p.list_size[f];
+    const int kept = static_cast<int>(std::min<uint64_t>(k, uint64_t(previous) * factor));
+    p.kept[f] = kept;
+    const int rows = std::min(previous, kept);
+    int candidates = 0;
+    for (int i = 0; i < rows; ++i) candidates += std::min(factor, kept / (i + 1));
+    p.candidates[f] = candidates;
+    p.table_offset[f] = table_entries;
+    table_entries += static_cast<uint32_t>((candidates + 7) / 8 * 8);
+    max_candidates = std::max(max_candidates, candidates);
+    int corners = 0;
+    for (int a = 1; a <= previous && corners < kMaxCorners; ++a) {
+      if (kept % a != 0) continue;
+      const int b = kept / a;
+      if (b <= factor) p.corners[f][corners++] = static_cast<uint16_t>(((a - 1) << 8) | (b - 1));
+    }
+    p.corner_count[f] = corners;
+  }
+  const int cap = std::max(32, (k + 31) / 32 * 32);
+  // Sorts read whole power-of-two groups of 32 * E keys: keep every sorted array that long.
+  int sort_span = 32;
+  while (sort_span < k) sort_span *= 2;
+  p.list_capacity = std::max(cap, sort_span);
+  p.table_bytes = RoundUp16(uint64_t{table_entries} * 2);
+  const bool f32 = problem.dtype == DType::kFloat32;
+  const uint32_t key_bytes = f32 ? 8 : 4;
+  const uint32_t staging = f32 ? 32 * 8 * 16 : 32 * 4 * 16;
+  p.buffer_capacity = kChunkElements + p.list_capacity;
+  p.candidate_capacity = std::max(kMaxStageKeys, max_candidates);
+  const int list_cap = p.list_capacity;
+  uint32_t offset = 0;
+  p.lists_offset = offset;
+  offset += RoundUp16(uint64_t(problem.factors) * list_cap * 8);
+  p.running_offset = offset;
+  offset += RoundUp16(uint64_t(2) * list_cap * 8);
+  p.histogram_offset = offset;
+  offset += 256 * 4;
+  p.union_offset = offset;
+  const uint64_t factor_phase =
+      staging + uint64_t(p.buffer_capacity + list_cap) * key_bytes;
+  const uint64_t stage_phase = uint64_t(p.candidate_capacity + list_cap) * 8;
+  offset += RoundUp16(std::max(factor_phase, stage_phase));
+  p.warp_bytes = offset;
+  return p;
+}
+
+template <class T>
+const void* KernelOf() {
+  return reinterpret_cast<const void*>(&TopKKernel<T>);
+}
+
+const void* KernelFor(DType dtype) {
+  return dtype == DType::kFloat32 ? KernelOf<Float32Type>() : KernelOf<Bf16Type>();
+}
+
+std::string CudaMessage(const char* what, cudaError_t error) {
+  return std::string(what) + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) +
+         ")";
+}
+
+}  // namespace
+
+Result<TopKLauncher> TopKLauncher::Create(int device) {
+  const std::string where = "cuda device " + std::to_string(device);
+  cudaError_t error = cudaSetDevice(device);
+  if (error != cudaSuccess) return Error{"device", CudaMessage(where.c_str(), error)};
+  cudaDeviceProp properties{};
+  error = cudaGetDeviceProperties(&properties, device);
+  if (error != cudaSuccess) return Error{"device", CudaMessage(where.c_str(), error)};
+  TopKLauncher launcher;
+  launcher.device_ = device;
+  launcher.multiprocessors_ = properties.multiProcessorCount;
+  launcher.shared_per_multiprocessor_ = properties.sharedMemPerMultiprocessor;
+  launcher.shared_per_block_ = properties.sharedMemPerBlockOptin;
+  launcher.registers_per_multiprocessor_ = properties.regsPerMultiprocessor;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+    const void* kernel = KernelFor(dtype);
+    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(properties.sharedMemPerBlockOptin));
+    if (error != cudaSuccess) {
+      return Error{"device", CudaMessage((where + ": preparing the top-k kernel").c_str(), error)};
+    }
+    cudaFuncAttributes attributes{};
+    error = cudaFuncGetAttributes(&attributes, kernel);
+    if (error != cudaSuccess) {
+      return Error{"device", CudaMessage((where + ": reading the top-k kernel").c_str(), error)};
+    }
+    launcher.kernel_registers_[static_cast<int>(dtype)] = attributes.numRegs;
+  }
+  return launcher;
+}
+
+cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, size_t rows,
+                                 void* values, uint32_t* slots, cudaStream_t stream) const {
+  if (rows == 0) return cudaSuccess;
+  KernelParams p = MakeParams(problem);
+  p.scores = static_cast<const uint8_t*>(scores);
+  p.values = static_cast<uint8_t*>(values);
+  p.slots = slots;
+  p.rows = rows;
+  // Few rows: one warp a block spreads them over the multiprocessors; many: four share a block
+  // (and its pair table) in a grid-stride loop sized to what fits on the device at once.
+  const int warps = rows <= static_cast<size_t>(multiprocessors_) * 2 ? 1 : kWarpsPerBlock;
+  const size_t shared = size_t{p.table_bytes} + size_t{warps} * p.warp_bytes;
+  if (shared > shared_per_block_) return cudaErrorInvalidConfiguration;
+  const void* kernel = KernelFor(problem.dtype);
+  int resident = 0;
+  cudaError_t error =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, 32 * warps, shared);
+  if (error != cudaSuccess) return error;
+  resident = std::max(resident, 1);
+  const size_t wanted = (rows + warps - 1) / warps;
+  const size_t fit = size_t{static_cast<size_t>(resident)} * multiprocessors_;
+  const unsigned blocks = static_cast<unsigned>(std::min(wanted, fit));
+  void* arguments[] = {&p};
+  return cudaLaunchKernel(kernel, dim3(blocks), dim3(32 * warps), arguments, shared, stream);
+}
+
+}  // namespace pk::cuda

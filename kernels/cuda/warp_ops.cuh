@@ -1,0 +1,225 @@
+// Warp-level building blocks of the CUDA top-k: scans, reductions, a register bitonic sort, and
+// selection of the largest keys of a shared-memory array. Every function here is called by all 32
+// lanes of a warp in convergent code (full-mask shuffles); none of them touches global memory.
+//
+// Keys are unsigned integers (uint32_t or uint64_t) compared as integers; "descending" means the
+// largest key first. Padding for partial arrays is the key 0, which callers keep below every real
+// key they sort.
+#pragma once
+
+#include <cstdint>
+
+namespace pk::cuda {
+
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+// The calling thread's lane (0..31).
+__device__ __forceinline__ int LaneId() { return static_cast<int>(threadIdx.x & 31u); }
+
+// Post: every lane gets the sum of `x` over lanes 0..lane.
+__device__ __forceinline__ int WarpInclusiveSum(int x) {
+  const int lane = LaneId();
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const int y = __shfl_up_sync(kFullMask, x, offset);
+    if (lane >= offset) x += y;
+  }
+  return x;
+}
+
+// Post: every lane gets the sum of `x` over lanes lane..31.
+__device__ __forceinline__ int WarpSuffixSum(int x) {
+  const int lane = LaneId();
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const int y = __shfl_down_sync(kFullMask, x, offset);
+    if (lane + offset < 32) x += y;
+  }
+  return x;
+}
+
+// Post: every lane gets the largest `x` of the warp.
+__device__ __forceinline__ uint32_t WarpMax(uint32_t x) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) x = max(x, __shfl_xor_sync(kFullMask, x, offset));
+  return x;
+}
+
+template <typename Key>
+__device__ __forceinline__ Key KeyMax(Key a, Key b) {
+  return a > b ? a : b;
+}
+
+template <typename Key>
+__device__ __forceinline__ Key KeyMin(Key a, Key b) {
+  return a < b ? a : b;
+}
+
+// Bitonic sort of the warp's 32 * E keys, descending. Element index = lane * E + e, so the
+// strides below E compare within a lane and only the larger ones cross lanes (one shuffle per
+// key). Pre: E is a power of two. Post: keys[e] of lane l is the (l * E + e)-th largest.
+template <int E, typename Key>
+__device__ __forceinline__ void WarpSortDescending(Key (&keys)[E]) {
+  const int lane = LaneId();
+#pragma unroll
+  for (int size = 2; size <= 32 * E; size <<= 1) {
+#pragma unroll
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      if (stride >= E) {
+        const int lane_stride = stride / E;
+        const bool lower = (lane & lane_stride) == 0;
+        // size >= 2 * stride >= 2 * E: the block direction depends on the lane only.
+        const bool descending = ((lane * E) & size) == 0;
+        const bool keep_max = lower == descending;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          const Key other = __shfl_xor_sync(kFullMask, keys[e], lane_stride);
+          keys[e] = keep_max ? KeyMax(keys[e], other) : KeyMin(keys[e], other);
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          if ((e & stride) == 0) {
+            const bool descending = ((lane * E + e) & size) == 0;
+            const Key a = keys[e];
+            const Key b = keys[e + stride];
+            keys[e] = descending ? KeyMax(a, b) : KeyMin(a, b);
+            keys[e + stride] = descending ? KeyMin(a, b) : KeyMax(a, b);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Loads keys[lane * E .. lane * E + E) (0 past `count`). Pre: keys 16-byte aligned.
+template <int E, typename Key>
+__device__ __forceinline__ void LoadLaneKeys(const Key* keys, int count, Key (&out)[E]) {
+  const int first = LaneId() * E;
+  if constexpr ((E * sizeof(Key)) % 16 == 0) {
+    const uint4* vectors = reinterpret_cast<const uint4*>(keys + first);
+#pragma unroll
+    for (int v = 0; v < static_cast<int>(E * sizeof(Key) / 16); ++v) {
+      const uint4 word = first < count ? vectors[v] : make_uint4(0, 0, 0, 0);
+      reinterpret_cast<uint4*>(out)[v] = word;
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; ++e) out[e] = first + e < count ? keys[first + e] : Key{0};
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    if (first + e >= count) out[e] = Key{0};
+  }
+}
+
+// Sorts keys[0..count) descending and writes back the first `keep` of them.
+// Pre: count <= 32 * E, keep <= 32 * E, keys 16-byte aligned, every key > 0.
+template <int E, typename Key>
+__device__ __forceinline__ void SortSharedDescending(Key* keys, int count, int keep) {
+  Key lane_keys[E];
+  LoadLaneKeys<E>(keys, count, lane_keys);
+  __syncwarp();
+  WarpSortDescending<E>(lane_keys);
+  const int first = LaneId() * E;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    if (first + e < keep) keys[first + e] = lane_keys[e];
+  }
+  __syncwarp();
+}
+
+// Moves the `want` largest of keys[0..count) to keys[0..want), in no particular order, by a
+// most-significant-byte radix select (the CPU's SelectTop, one warp wide). The slow path for
+// arrays too large to sort in registers.
+// Pre: keys distinct, 1 <= want <= count; `chosen` has room for `want` keys; `histogram` has 256
+// counters. Both are warp-private shared memory.
+template <typename Key>
+__device__ void WarpRadixSelect(Key* keys, int count, int want, Key* chosen, uint32_t* histogram) {
+  const int lane = LaneId();
+  const unsigned lanes_below = (1u << lane) - 1u;
+  int taken = 0;
+  int undecided = count;
+  int wanted = want;
+  for (int shift = 8 * static_cast<int>(sizeof(Key) - 1); shift >= 0 && wanted < undecided;
+       shift -= 8) {
+    for (int b = lane; b < 256; b += 32) histogram[b] = 0;
+    __syncwarp();
+    for (int i = lane; i < undecided; i += 32) {
+      atomicAdd(&histogram[static_cast<uint32_t>(keys[i] >> shift) & 255u], 1u);
+    }
+    __syncwarp();
+    // Lane l owns bins 8l .. 8l + 7; find the bin holding the wanted-th largest key.
+    int local = 0;
+#pragma unroll
+    for (int b = 0; b < 8; ++b) local += static_cast<int>(histogram[lane * 8 + b]);
+    const int above_mine = WarpSuffixSum(local) - local;  // keys in bins of higher lanes
+    int bin = -1;
+    int above = 0;
+    if (above_mine < wanted && above_mine + local >= wanted) {
+      int acc = above_mine;
+      for (int b = 7; b >= 0; --b) {
+        const int h = static_cast<int>(histogram[lane * 8 + b]);
+        if (acc + h >= wanted) {
+          bin = lane * 8 + b;
+          above = acc;
+          break;
+        }
+        acc += h;
+      }
+    }
+    const unsigned owner = __ballot_sync(kFullMask, bin >= 0);
+    const int source = __ffs(static_cast<int>(owner)) - 1;
+    bin = __shfl_sync(kFullMask, bin, source);
+    above = __shfl_sync(kFullMask, above, source);
+    // Partition: bins above go to `chosen`, the bin itself stays undecided (compacted in place:
+    // a key moves only to an index at or below its own, after the whole warp has read it).
+    int kept = 0;
+    for (int base = 0; base < undecided; base += 32) {
+      const int i = base + lane;
+      const Key key = i < undecided ? keys[i] : Key{0};
+      const int digit = static_cast<int>(static_cast<uint32_t>(key >> shift) & 255u);
+      const bool higher = i < undecided && digit > bin;
+      const bool same = i < undecided && digit == bin;
+      const unsigned higher_mask = __ballot_sync(kFullMask, higher);
+      const unsigned same_mask = __ballot_sync(kFullMask, same);
+      if (higher) chosen[taken + __popc(higher_mask & lanes_below)] = key;
+      if (same) keys[kept + __popc(same_mask & lanes_below)] = key;
+      taken += __popc(higher_mask);
+      kept += __popc(same_mask);
+      __syncwarp();
+    }
+    undecided = kept;
+    wanted -= above;
+  }
+  // The keys still undecided all belong (distinct keys leave exactly `wanted` of them).
+  for (int i = lane; i < undecided; i += 32) chosen[taken + i] = keys[i];
+  __syncwarp();
+  for (int i = lane; i < want; i += 32) keys[i] = chosen[i];
+  __syncwarp();
+}
+
+// Sorts the `keep` largest of keys[0..count) descending into keys[0..keep).
+// Pre: keys distinct and > 0, 1 <= keep <= min(count, 256), keys 16-byte aligned; `chosen` has room
+// for `keep` keys and `histogram` for 256 counters (used only when count > 512).
+template <typename Key>
+__device__ void SelectTopSorted(Key* keys, int count, int keep, Key* chosen, uint32_t* histogram) {
+  if (count > 512) {
+    WarpRadixSelect(keys, count, keep, chosen, histogram);
+    count = keep;
+  }
+  const int per_lane = (count + 31) / 32;
+  if (per_lane <= 1) {
+    SortSharedDescending<1>(keys, count, keep);
+  } else if (per_lane <= 2) {
+    SortSharedDescending<2>(keys, count, keep);
+  } else if (per_lane <= 4) {
+    SortSharedDescending<4>(keys, count, keep);
+  } else if (per_lane <= 8) {
+    SortSharedDescending<8>(keys, count, keep);
+  } else {
+    SortSharedDescending<16>(keys, count, keep);
+  }
+}
+
+}  // namespace pk::cuda
