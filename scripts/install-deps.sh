@@ -9,6 +9,8 @@ packages=(
   # the service
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libspdlog-dev libfmt-dev libcpp-httplib-dev
+)
+test_packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # test tooling: TLS certificates, rendering the Kubernetes manifests, libFuzzer
@@ -16,7 +18,10 @@ packages=(
 )
 # kubectl renders the manifests offline; any kubectl on PATH will do (some hosts carry one from
 # another package, which conflicts with Debian's).
-command -v kubectl >/dev/null || packages+=(kubernetes-client)
+command -v kubectl >/dev/null || test_packages+=(kubernetes-client)
+# PKSERVE_DEPS=build (the Docker images' build stage) leaves the test tooling out: the binaries need
+# none of it, and Ubuntu 24.04 (under the CUDA images) has no kubernetes-client.
+[[ ${PKSERVE_DEPS:-all} == build ]] || packages+=("${test_packages[@]}")
 
 missing=()
 for package in "${packages[@]}"; do
