@@ -44,6 +44,7 @@ struct Bf16Type {
   static constexpr int kElementBytes = 2;
   static constexpr int kPerBlock = 8;          // elements in a 16-byte block
   static constexpr int kBlocksPerLane = 4;     // 32 lanes * 4 blocks * 8 = 1 024 elements
+  static constexpr int kStagingBytes = 32 * kBlocksPerLane * 16;
   static constexpr int kMaxGroupsPerBlock = 4;
   static constexpr uint32_t kInvalidWord = 0x7fc07fc0u;  // two NaNs: never pass, never a maximum
 
@@ -77,6 +78,7 @@ struct Float32Type {
   static constexpr int kElementBytes = 4;
   static constexpr int kPerBlock = 4;
   static constexpr int kBlocksPerLane = 8;  // 32 lanes * 8 blocks * 4 = 1 024 elements
+  static constexpr int kStagingBytes = 32 * kBlocksPerLane * 16;
   static constexpr int kMaxGroupsPerBlock = 2;
   static constexpr uint32_t kInvalidWord = 0x7fc00000u;
 
@@ -102,11 +104,6 @@ struct Float32Type {
   }
 };
 
-// Bytes of a chunk's staging buffer: 32 lanes, kBlocksPerLane 16-byte blocks each.
-template <class T>
-constexpr int StagingBytes() {
-  return 32 * T::kBlocksPerLane * 16;
-}
 
 // Everything a launch needs to know about the shape; computed on the host (MakeParams).
 struct KernelParams {
@@ -162,7 +159,7 @@ struct WarpMemory {
     running_slot = reinterpret_cast<uint32_t*>(running_value + 2 * cap);
     histogram = reinterpret_cast<uint32_t*>(slice + p.histogram_offset);
     staging = slice + p.union_offset;
-    buffer = reinterpret_cast<Key*>(staging + StagingBytes<T>());
+    buffer = reinterpret_cast<Key*>(staging + T::kStagingBytes);
     buffer_chosen = buffer + p.buffer_capacity;
     maxima = reinterpret_cast<uint32_t*>(buffer);
     candidates = reinterpret_cast<uint64_t*>(slice + p.union_offset);
@@ -255,7 +252,7 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
     const uintptr_t address = reinterpret_cast<uintptr_t>(factor) + uintptr_t{start} * kBytes;
     const int begin = static_cast<int>(address & 15u);
     const uint32_t length =
-        min(width - start, static_cast<uint32_t>((StagingBytes<T>() - begin) / kBytes));
+        min(width - start, static_cast<uint32_t>((T::kStagingBytes - begin) / kBytes));
     const int end = begin + static_cast<int>(length) * kBytes;
     const int blocks = (end + 15) / 16;
     const uint8_t* window = reinterpret_cast<const uint8_t*>(address - begin);
@@ -629,7 +626,7 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   // Few rows: one warp a block spreads them over the multiprocessors; many: four share a block
   // (and its pair table) in a grid-stride loop sized to what fits on the device at once.
   const int warps = rows <= static_cast<size_t>(multiprocessors_) * 2 ? 1 : kWarpsPerBlock;
-  const size_t shared = size_t{p.table_bytes} + size_t{warps} * p.warp_bytes;
+  const size_t shared = size_t{p.table_bytes} + static_cast<size_t>(warps) * p.warp_bytes;
   if (shared > shared_per_block_) return cudaErrorInvalidConfiguration;
   const void* kernel = KernelFor(problem.dtype);
   int resident = 0;

@@ -92,20 +92,43 @@ __device__ __forceinline__ void WarpSortDescending(Key (&keys)[E]) {
   }
 }
 
-// Loads keys[lane * E .. lane * E + E) (0 past `count`). Pre: keys 16-byte aligned.
+// Unpacks / packs one 16-byte vector as keys (4 uint32 or 2 uint64), keeping them in registers.
+template <typename Key>
+__device__ __forceinline__ void FromVector(uint4 v, Key* out) {
+  if constexpr (sizeof(Key) == 4) {
+    out[0] = v.x;
+    out[1] = v.y;
+    out[2] = v.z;
+    out[3] = v.w;
+  } else {
+    out[0] = (static_cast<uint64_t>(v.y) << 32) | v.x;
+    out[1] = (static_cast<uint64_t>(v.w) << 32) | v.z;
+  }
+}
+
+template <typename Key>
+__device__ __forceinline__ uint4 ToVector(const Key* in) {
+  if constexpr (sizeof(Key) == 4) {
+    return make_uint4(in[0], in[1], in[2], in[3]);
+  } else {
+    return make_uint4(static_cast<uint32_t>(in[0]), static_cast<uint32_t>(in[0] >> 32),
+                      static_cast<uint32_t>(in[1]), static_cast<uint32_t>(in[1] >> 32));
+  }
+}
+
+// Loads keys[lane * E .. lane * E + E) (0 past `count`). Pre: keys 16-byte aligned, and readable
+// up to index 32 * E.
 template <int E, typename Key>
 __device__ __forceinline__ void LoadLaneKeys(const Key* keys, int count, Key (&out)[E]) {
   const int first = LaneId() * E;
-  if constexpr ((E * sizeof(Key)) % 16 == 0) {
+  constexpr int kPerVector = 16 / sizeof(Key);
+  if constexpr (E % kPerVector == 0) {
     const uint4* vectors = reinterpret_cast<const uint4*>(keys + first);
 #pragma unroll
-    for (int v = 0; v < static_cast<int>(E * sizeof(Key) / 16); ++v) {
-      const uint4 word = first < count ? vectors[v] : make_uint4(0, 0, 0, 0);
-      reinterpret_cast<uint4*>(out)[v] = word;
-    }
+    for (int v = 0; v < E / kPerVector; ++v) FromVector(vectors[v], out + v * kPerVector);
   } else {
 #pragma unroll
-    for (int e = 0; e < E; ++e) out[e] = first + e < count ? keys[first + e] : Key{0};
+    for (int e = 0; e < E; ++e) out[e] = keys[first + e];
   }
 #pragma unroll
   for (int e = 0; e < E; ++e) {
@@ -122,9 +145,21 @@ __device__ __forceinline__ void SortSharedDescending(Key* keys, int count, int k
   __syncwarp();
   WarpSortDescending<E>(lane_keys);
   const int first = LaneId() * E;
+  constexpr int kPerVector = 16 / sizeof(Key);
+  bool stored = false;
+  if constexpr (E % kPerVector == 0) {
+    if (first + E <= keep) {
+      uint4* vectors = reinterpret_cast<uint4*>(keys + first);
 #pragma unroll
-  for (int e = 0; e < E; ++e) {
-    if (first + e < keep) keys[first + e] = lane_keys[e];
+      for (int v = 0; v < E / kPerVector; ++v) vectors[v] = ToVector(lane_keys + v * kPerVector);
+      stored = true;
+    }
+  }
+  if (!stored) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      if (first + e < keep) keys[first + e] = lane_keys[e];
+    }
   }
   __syncwarp();
 }

@@ -1,0 +1,272 @@
+// pk-bench-cuda [--quick] [--repeats N]
+//
+// Kernel benchmark of the CUDA top-k. For each configuration of issue 4's table: rows/s by CUDA
+// events (median of N timed launches after warm-up), over fresh random normal inputs rotated among
+// several buffers that together exceed the L2 cache, and the fraction of the device-to-device copy
+// bandwidth (measured in the same run, bytes read + written) that the kernel's input reads reach.
+// Then the latency table of 1024x1024 bf16 k=64: kernel time, and pinned copy-in + kernel +
+// copy-out time, for batches of 1 to 65 536 rows. Prints a table and one JSON line per result.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/launch.h"
+#include "kernels/numeric.h"
+
+namespace {
+
+#define CUDA_OK(call)                                                                        \
+  do {                                                                                       \
+    const cudaError_t error_ = (call);                                                       \
+    if (error_ != cudaSuccess) {                                                             \
+      std::fprintf(stderr, "pk-bench-cuda: %s failed: %s\n", #call, cudaGetErrorString(error_)); \
+      std::exit(2);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+__device__ uint64_t Mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Fills `count` elements with standard normal values (Box-Muller on a hashed counter).
+__global__ void FillNormal(uint8_t* out, size_t count, int element_bytes, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const uint64_t bits = Mix(seed + 0x9e3779b97f4a7c15ull * (i + 1));
+    const float u1 = (static_cast<float>(bits >> 40) + 1.0f) * 0x1.0p-24f;
+    const float u2 = static_cast<float>((bits >> 16) & 0xffffffu) * 0x1.0p-24f;
+    const float normal = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+    if (element_bytes == 4) {
+      reinterpret_cast<float*>(out)[i] = normal;
+    } else {
+      reinterpret_cast<uint16_t*>(out)[i] = pk::FloatToBf16(normal);
+    }
+  }
+}
+
+struct Config {
+  std::vector<uint32_t> widths;
+  uint32_t k;
+  pk::DType dtype;
+  double reference;  // million rows/s of the training library's kernel (issue 4)
+};
+
+std::string Name(const Config& c) {
+  std::string text;
+  for (size_t f = 0; f < c.widths.size(); ++f) text += (f ? "x" : "") + std::to_string(c.widths[f]);
+  return text + " k=" + std::to_string(c.k) + " " + (c.dtype == pk::DType::kFloat32 ? "f32" : "bf16");
+}
+
+float Median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Device buffers of random inputs, several, rotated so that a launch rarely finds its input in L2.
+struct Inputs {
+  std::vector<void*> buffers;
+  size_t bytes = 0;
+  ~Inputs() {
+    for (void* b : buffers) cudaFree(b);
+  }
+};
+
+void MakeInputs(Inputs& inputs, int count, size_t bytes, int element_bytes, uint64_t seed) {
+  inputs.bytes = bytes;
+  for (int i = 0; i < count; ++i) {
+    void* buffer = nullptr;
+    CUDA_OK(cudaMalloc(&buffer, bytes));
+    FillNormal<<<1024, 256>>>(static_cast<uint8_t*>(buffer), bytes / element_bytes, element_bytes,
+                              seed * 1315423911ull + static_cast<uint64_t>(i));
+    CUDA_OK(cudaGetLastError());
+    inputs.buffers.push_back(buffer);
+  }
+  CUDA_OK(cudaDeviceSynchronize());
+}
+
+// Device-to-device copy bandwidth, bytes read + written per second.
+double CopyBandwidth(int repeats) {
+  const size_t bytes = size_t{1} << 31;
+  void* a = nullptr;
+  void* b = nullptr;
+  CUDA_OK(cudaMalloc(&a, bytes));
+  CUDA_OK(cudaMalloc(&b, bytes));
+  CUDA_OK(cudaMemset(a, 1, bytes));
+  cudaEvent_t start, stop;
+  CUDA_OK(cudaEventCreate(&start));
+  CUDA_OK(cudaEventCreate(&stop));
+  std::vector<float> times;
+  for (int r = 0; r < repeats + 3; ++r) {
+    CUDA_OK(cudaEventRecord(start));
+    CUDA_OK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CUDA_OK(cudaEventRecord(stop));
+    CUDA_OK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+    if (r >= 3) times.push_back(ms);
+  }
+  CUDA_OK(cudaEventDestroy(start));
+  CUDA_OK(cudaEventDestroy(stop));
+  CUDA_OK(cudaFree(a));
+  CUDA_OK(cudaFree(b));
+  return 2.0 * bytes / (Median(times) * 1e-3);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  int repeats = 15;
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    if (arg == "--quick") {
+      quick = true;
+    } else if (arg == "--repeats" && a + 1 < argc) {
+      repeats = std::max(1, std::atoi(argv[++a]));
+    } else {
+      std::fprintf(stderr, "usage: pk-bench-cuda [--quick] [--repeats N]\n");
+      return 2;
+    }
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("pk-bench-cuda: skipped: no CUDA device\n");
+    return 77;
+  }
+  auto created = pk::cuda::TopKLauncher::Create(0);
+  if (!created.ok()) {
+    std::fprintf(stderr, "pk-bench-cuda: %s\n", created.error().message.c_str());
+    return 2;
+  }
+  const pk::cuda::TopKLauncher& launcher = created.value();
+  cudaDeviceProp properties{};
+  CUDA_OK(cudaGetDeviceProperties(&properties, 0));
+  const double copy = CopyBandwidth(repeats);
+  std::printf("device: %s, %d SMs, L2 %d MiB; device-to-device copy %.0f GB/s (read + write)\n",
+              properties.name, properties.multiProcessorCount, properties.l2CacheSize >> 20,
+              copy * 1e-9);
+  std::printf("{\"bench\":\"d2d_copy\",\"bytes_per_s\":%.4g}\n", copy);
+
+  const std::vector<Config> configs = {
+      {{1024, 1024}, 32, pk::DType::kBFloat16, 113.7},  {{1024, 1024}, 64, pk::DType::kBFloat16, 76.2},
+      {{1024, 1024}, 128, pk::DType::kBFloat16, 50.0},  {{1024, 1024}, 256, pk::DType::kBFloat16, 27.6},
+      {{1024, 1024}, 64, pk::DType::kFloat32, 31.2},    {{256, 256}, 64, pk::DType::kBFloat16, 285.8},
+      {{4096, 4096}, 64, pk::DType::kBFloat16, 23.3},   {{64, 64, 64}, 64, pk::DType::kBFloat16, 94.4},
+      {{32, 32, 32, 32}, 64, pk::DType::kBFloat16, 169.2}, {{16, 16, 16, 16}, 32, pk::DType::kFloat32, 355.1},
+  };
+  const size_t batch_bytes = quick ? (size_t{64} << 20) : (size_t{512} << 20);
+  const int buffers = quick ? 2 : 3;
+  cudaEvent_t start, stop;
+  CUDA_OK(cudaEventCreate(&start));
+  CUDA_OK(cudaEventCreate(&stop));
+  std::printf("\n%-26s %12s %10s %10s %10s %8s\n", "config", "rows/launch", "Mrows/s", "reference",
+              "input GB/s", "of copy");
+  for (const Config& config : configs) {
+    const pk::Problem problem =
+        pk::ValidateProblem(config.widths, config.k, config.dtype).value();
+    const size_t rows = batch_bytes / problem.row_bytes();
+    Inputs inputs;
+    MakeInputs(inputs, buffers, rows * problem.row_bytes(), static_cast<int>(pk::ElementBytes(config.dtype)), 11);
+    void* values = nullptr;
+    void* slots = nullptr;
+    CUDA_OK(cudaMalloc(&values, rows * problem.out_value_bytes()));
+    CUDA_OK(cudaMalloc(&slots, rows * size_t{problem.kk()} * 4));
+    std::vector<float> times;
+    for (int r = 0; r < repeats + 3; ++r) {
+      const void* input = inputs.buffers[r % inputs.buffers.size()];
+      CUDA_OK(cudaEventRecord(start));
+      CUDA_OK(launcher.Launch(problem, input, rows, values, static_cast<uint32_t*>(slots), nullptr));
+      CUDA_OK(cudaEventRecord(stop));
+      CUDA_OK(cudaEventSynchronize(stop));
+      CUDA_OK(cudaGetLastError());
+      float ms = 0;
+      CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+      if (r >= 3) times.push_back(ms);
+    }
+    const double seconds = Median(times) * 1e-3;
+    const double rows_per_s = rows / seconds;
+    const double input_bw = rows * double(problem.row_bytes()) / seconds;
+    std::printf("%-26s %12zu %10.1f %10.1f %10.0f %7.1f%%\n", Name(config).c_str(), rows,
+                rows_per_s * 1e-6, config.reference, input_bw * 1e-9, 100.0 * input_bw / copy);
+    std::printf("{\"bench\":\"throughput\",\"config\":\"%s\",\"rows\":%zu,\"median_ms\":%.4f,"
+                "\"rows_per_s\":%.4g,\"reference_rows_per_s\":%.4g,\"input_bytes_per_s\":%.4g,"
+                "\"fraction_of_copy\":%.4f}\n",
+                Name(config).c_str(), rows, seconds * 1e3, rows_per_s, config.reference * 1e6,
+                input_bw, input_bw / copy);
+    CUDA_OK(cudaFree(values));
+    CUDA_OK(cudaFree(slots));
+  }
+
+  // Latency of small batches, 1024x1024 bf16 k=64.
+  const uint32_t widths[] = {1024, 1024};
+  const pk::Problem problem = pk::ValidateProblem(widths, 64, pk::DType::kBFloat16).value();
+  const std::vector<size_t> batch_rows = {1, 16, 64, 256, 1024, 4096, 16384, 65536};
+  const size_t max_rows = batch_rows.back();
+  Inputs inputs;
+  const size_t pool_rows = 4 * max_rows;  // 1 GiB: each launch reads rows no recent launch read
+  MakeInputs(inputs, 1, pool_rows * problem.row_bytes(), 2, 23);
+  void* host_in = nullptr;
+  void* host_values = nullptr;
+  void* host_slots = nullptr;
+  CUDA_OK(cudaMallocHost(&host_in, max_rows * problem.row_bytes()));
+  CUDA_OK(cudaMallocHost(&host_values, max_rows * problem.out_value_bytes()));
+  CUDA_OK(cudaMallocHost(&host_slots, max_rows * size_t{problem.kk()} * 4));
+  CUDA_OK(cudaMemcpy(host_in, inputs.buffers[0], max_rows * problem.row_bytes(), cudaMemcpyDeviceToHost));
+  void* device_in = nullptr;
+  void* values = nullptr;
+  void* slots = nullptr;
+  CUDA_OK(cudaMalloc(&device_in, max_rows * problem.row_bytes()));
+  CUDA_OK(cudaMalloc(&values, max_rows * problem.out_value_bytes()));
+  CUDA_OK(cudaMalloc(&slots, max_rows * size_t{problem.kk()} * 4));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::printf("\nlatency, %s\n%10s %14s %22s %12s\n", "1024x1024 k=64 bf16", "rows", "kernel us",
+              "copy+kernel+copy us", "Mrows/s");
+  const int latency_repeats = std::max(repeats, 31);
+  for (size_t rows : batch_rows) {
+    std::vector<float> kernel_ms, round_ms;
+    size_t cursor = 0;
+    for (int r = 0; r < latency_repeats + 5; ++r) {
+      cursor = (cursor + rows) % (pool_rows - rows + 1);
+      const uint8_t* input = static_cast<const uint8_t*>(inputs.buffers[0]) + cursor * problem.row_bytes();
+      CUDA_OK(cudaEventRecord(start, stream));
+      CUDA_OK(launcher.Launch(problem, input, rows, values, static_cast<uint32_t*>(slots), stream));
+      CUDA_OK(cudaEventRecord(stop, stream));
+      CUDA_OK(cudaEventSynchronize(stop));
+      float ms = 0;
+      CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+      if (r >= 5) kernel_ms.push_back(ms);
+      CUDA_OK(cudaEventRecord(start, stream));
+      CUDA_OK(cudaMemcpyAsync(device_in, host_in, rows * problem.row_bytes(), cudaMemcpyHostToDevice, stream));
+      CUDA_OK(launcher.Launch(problem, device_in, rows, values, static_cast<uint32_t*>(slots), stream));
+      CUDA_OK(cudaMemcpyAsync(host_values, values, rows * problem.out_value_bytes(), cudaMemcpyDeviceToHost, stream));
+      CUDA_OK(cudaMemcpyAsync(host_slots, slots, rows * size_t{problem.kk()} * 4, cudaMemcpyDeviceToHost, stream));
+      CUDA_OK(cudaEventRecord(stop, stream));
+      CUDA_OK(cudaEventSynchronize(stop));
+      CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+      if (r >= 5) round_ms.push_back(ms);
+    }
+    CUDA_OK(cudaGetLastError());
+    const double kernel_us = Median(kernel_ms) * 1e3;
+    const double round_us = Median(round_ms) * 1e3;
+    std::printf("%10zu %14.1f %22.1f %12.1f\n", rows, kernel_us, round_us, rows / kernel_us);
+    std::printf("{\"bench\":\"latency\",\"config\":\"1024x1024 k=64 bf16\",\"rows\":%zu,"
+                "\"kernel_us\":%.2f,\"copy_kernel_copy_us\":%.2f}\n",
+                rows, kernel_us, round_us);
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+  CUDA_OK(cudaFreeHost(host_in));
+  CUDA_OK(cudaFreeHost(host_values));
+  CUDA_OK(cudaFreeHost(host_slots));
+  CUDA_OK(cudaFree(device_in));
+  CUDA_OK(cudaFree(values));
+  CUDA_OK(cudaFree(slots));
+  return 0;
+}
