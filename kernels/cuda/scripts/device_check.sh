@@ -21,18 +21,18 @@ if ! "$BIN/pk-cuda-diff" --problems 0 --big-rows 0 > /dev/null 2>&1; then
 else
   GOLDEN=$BIN/pk-golden
 fi
-echo "== golden"; timeout 120 "$GOLDEN" tests/data/golden_cases.bin --backend cuda > "$OUT/golden.log" 2>&1; echo "rc=$?" >> "$OUT/golden.log"
+echo "== golden"; timeout 60 "$GOLDEN" tests/data/golden_cases.bin --backend cuda > "$OUT/golden.log" 2>&1; echo "rc=$?" >> "$OUT/golden.log"
 grep -v '^FAIL' "$OUT/golden.log" | tail -3; grep '^FAIL' "$OUT/golden.log" | head -5
-echo "== diff (quick)"; timeout 120 "$BIN/pk-cuda-diff" --problems 200 --max-rows 64 --max-bytes 1048576 --big-rows 0 --seed 7 > "$OUT/diff_quick.log" 2>&1; echo "rc=$?" >> "$OUT/diff_quick.log"
+echo "== diff (quick)"; timeout 90 "$BIN/pk-cuda-diff" --problems 200 --max-rows 64 --max-bytes 1048576 --big-rows 0 --seed 7 > "$OUT/diff_quick.log" 2>&1; echo "rc=$?" >> "$OUT/diff_quick.log"
 tail -4 "$OUT/diff_quick.log"; grep '^DIFF' "$OUT/diff_quick.log" | head -3
 if [ "$BENCH" = 1 ]; then
-  echo "== bench"; timeout 240 "$BIN/pk-bench-cuda" > "$OUT/bench.log" 2>&1; echo "rc=$?" >> "$OUT/bench.log"
+  echo "== bench"; timeout 200 "$BIN/pk-bench-cuda" > "$OUT/bench.log" 2>&1; echo "rc=$?" >> "$OUT/bench.log"
   grep -v '^{' "$OUT/bench.log"
 fi
-echo "== diff (full)"; timeout 240 "$BIN/pk-cuda-diff" --problems "$PROBLEMS" --max-rows 4096 --max-bytes 8388608 --big-rows 2097152 --seed 11 > "$OUT/diff_full.log" 2>&1; echo "rc=$?" >> "$OUT/diff_full.log"
+echo "== diff (full)"; timeout 180 "$BIN/pk-cuda-diff" --problems "$PROBLEMS" --max-rows 4096 --max-bytes 8388608 --big-rows 2097152 --seed 11 > "$OUT/diff_full.log" 2>&1; echo "rc=$?" >> "$OUT/diff_full.log"
 tail -3 "$OUT/diff_full.log"; grep '^DIFF' "$OUT/diff_full.log" | head -3
 if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer > /dev/null; then
-  echo "== memcheck"; timeout 150 compute-sanitizer --tool memcheck --print-limit 5 "$BIN/pk-cuda-diff" --problems 25 --max-rows 4 --max-bytes 65536 --big-rows 0 --seed 3 > "$OUT/memcheck.log" 2>&1; echo "rc=$?" >> "$OUT/memcheck.log"
+  echo "== memcheck"; timeout 100 compute-sanitizer --tool memcheck --print-limit 5 "$BIN/pk-cuda-diff" --problems 25 --max-rows 4 --max-bytes 65536 --big-rows 0 --seed 3 > "$OUT/memcheck.log" 2>&1; echo "rc=$?" >> "$OUT/memcheck.log"
   tail -6 "$OUT/memcheck.log"
 fi
 command -v cuobjdump > /dev/null && cuobjdump -sass "$BIN/pk-bench-cuda" > "$OUT/sass.txt" 2>/dev/null
