@@ -1,0 +1,334 @@
+#include "server/batcher.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace pkserve {
+
+static_assert(std::endian::native == std::endian::little,
+              "slots go on the wire as the host's uint32 bytes, which must be little-endian");
+
+// One accepted Work and how far along it is.
+struct Batcher::Tracked {
+  // Set at Enqueue; moved into an Answer only once every row is accounted for (rows_left == 0).
+  // Completions read its spans without the mutex, which is safe: their rows are not yet
+  // accounted for, so it is still here. Everything below is guarded by the batcher's mutex.
+  std::unique_ptr<Work> work;
+  absl::Time enqueued;
+  absl::Time dispatched;         // when its first rows went into a batch
+  bool any_dispatched = false;
+  uint32_t next_row = 0;         // rows before it are in a batch, or were dropped
+  uint32_t rows_left = 0;        // rows neither computed nor dropped
+  absl::Status status;           // the first failure, if any
+  absl::Duration compute;        // summed over its batches
+  uint32_t batch_rows = 0;       // the largest batch it ran in
+};
+
+namespace {
+
+// Why queued work must not run, if it must not: its deadline passed or its caller went away.
+std::optional<absl::Status> DropReason(const Work& work, absl::Time now) {
+  if (now >= work.deadline) {
+    return absl::DeadlineExceededError("the deadline passed before the request was computed");
+  }
+  if (work.is_cancelled && work.is_cancelled()) {
+    return absl::CancelledError("the caller cancelled the request before it was computed");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Batcher::Batcher(const BatcherOptions& options, Executor& executor)
+    : options_(options), executor_(executor), max_in_flight_(executor.max_in_flight()) {
+  next_sweep_ = absl::Now() + options_.sweep_interval;
+  thread_ = std::thread([this] { Loop(); });
+  pthread_setname_np(thread_.native_handle(), "pk-batcher");
+}
+
+Batcher::~Batcher() {
+  {
+    absl::MutexLock lock(&mu_);
+    accepting_ = false;
+    stopping_ = true;
+    wake_.Signal();
+  }
+  CancelQueued(absl::UnavailableError("the server shut down before the request was computed"));
+  thread_.join();
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &Batcher::InFlightDone));
+}
+
+bool Batcher::IsIdle() const { return open_work_ == 0; }
+
+bool Batcher::InFlightDone() const { return in_flight_ == 0 && open_work_ == 0; }
+
+absl::Status Batcher::Enqueue(std::unique_ptr<Work> work) {
+  const absl::Time now = absl::Now();
+  if (now >= work->deadline) {
+    return absl::DeadlineExceededError("the deadline had passed when the request arrived");
+  }
+  const pk::Problem& problem = work->problem;
+  ShapeKey key;
+  std::copy_n(problem.widths.begin(), problem.factors, key.widths.begin());
+  key.k = problem.k;
+  key.dtype = problem.dtype;
+
+  absl::MutexLock lock(&mu_);
+  if (!accepting_) return absl::UnavailableError("the server is shutting down");
+  if (queued_rows_ + work->rows > options_.max_queued_rows) {
+    ++stats_.requests_rejected_full;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("queue full: ", queued_rows_, " rows queued, ", work->rows,
+                     " more would pass the limit of ", options_.max_queued_rows,
+                     " (--max_queued_rows); retry later"));
+  }
+  auto [it, inserted] = queues_.try_emplace(key);
+  ShapeQueue& queue = it->second;
+  if (inserted) {
+    queue.problem = problem;
+    queue.batch_capacity =
+        std::max<size_t>(1, std::min<size_t>(options_.max_batch_rows,
+                                             executor_.max_batch_rows(problem)));
+  }
+  auto tracked = std::make_shared<Tracked>();
+  tracked->rows_left = work->rows;
+  tracked->enqueued = now;
+  queue.rows += work->rows;
+  queued_rows_ += work->rows;
+  tracked->work = std::move(work);
+  queue.entries.push_back(std::move(tracked));
+  ++open_work_;
+  ++stats_.requests_accepted;
+  wake_.Signal();
+  return absl::OkStatus();
+}
+
+void Batcher::StopAccepting() {
+  absl::MutexLock lock(&mu_);
+  accepting_ = false;
+}
+
+bool Batcher::WaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithDeadline(absl::Condition(this, &Batcher::IsIdle), deadline);
+}
+
+void Batcher::CancelQueued(const absl::Status& status) {
+  std::vector<Answer> answers;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, queue] : queues_) {
+      for (const auto& tracked : queue.entries) DropLocked(queue, *tracked, status, &answers);
+      queue.entries.clear();
+    }
+    queues_.clear();
+    wake_.Signal();
+  }
+  Deliver(std::move(answers));
+}
+
+BatcherStats Batcher::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void Batcher::Loop() {
+  while (true) {
+    std::optional<Plan> plan;
+    std::vector<Answer> answers;
+    bool exit = false;
+    {
+      absl::MutexLock lock(&mu_);
+      while (true) {
+        const absl::Time now = absl::Now();
+        if (now >= next_sweep_) {
+          SweepLocked(now, &answers);
+          next_sweep_ = now + options_.sweep_interval;
+        }
+        absl::Time wake_at = absl::InfiniteFuture();
+        plan = TakeBatchLocked(now, &wake_at, &answers);
+        if (plan.has_value() || !answers.empty()) break;
+        if (stopping_ && queues_.empty()) {
+          exit = true;
+          break;
+        }
+        if (!queues_.empty()) wake_at = std::min(wake_at, next_sweep_);
+        wake_.WaitWithDeadline(&mu_, wake_at);
+      }
+    }
+    Deliver(std::move(answers));
+    if (plan.has_value()) Send(std::move(*plan));
+    if (exit) return;
+  }
+}
+
+std::optional<Batcher::Plan> Batcher::TakeBatchLocked(absl::Time now, absl::Time* wake_at,
+                                                      std::vector<Answer>* answers) {
+  if (in_flight_ >= max_in_flight_) return std::nullopt;  // a completion wakes us
+  const bool executor_idle = in_flight_ == 0;
+
+  // The ready queue whose oldest request has waited longest.
+  ShapeQueue* chosen = nullptr;
+  for (auto& [key, queue] : queues_) {
+    const absl::Time oldest = queue.entries.front()->enqueued;
+    const bool ready = executor_idle || queue.rows >= queue.batch_capacity ||
+                       now >= oldest + options_.max_queue_delay;
+    if (!ready) {
+      *wake_at = std::min(*wake_at, oldest + options_.max_queue_delay);
+      continue;
+    }
+    if (chosen == nullptr || oldest < chosen->entries.front()->enqueued) chosen = &queue;
+  }
+  if (chosen == nullptr) return std::nullopt;
+
+  Plan plan;
+  plan.problem = chosen->problem;
+  while (plan.rows < chosen->batch_capacity && !chosen->entries.empty()) {
+    const std::shared_ptr<Tracked> tracked = chosen->entries.front();
+    if (std::optional<absl::Status> reason = DropReason(*tracked->work, now)) {
+      DropLocked(*chosen, *tracked, *reason, answers);
+      chosen->entries.pop_front();
+      continue;
+    }
+    const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(
+        tracked->work->rows - tracked->next_row, chosen->batch_capacity - plan.rows));
+    plan.segments.push_back(Segment{tracked, tracked->next_row, rows});
+    plan.rows += rows;
+    if (!tracked->any_dispatched) {
+      tracked->any_dispatched = true;
+      tracked->dispatched = now;
+    }
+    tracked->next_row += rows;
+    chosen->rows -= rows;
+    queued_rows_ -= rows;
+    if (tracked->next_row == tracked->work->rows) chosen->entries.pop_front();
+  }
+  EraseEmptyQueuesLocked();
+  if (plan.segments.empty()) return std::nullopt;
+  ++in_flight_;
+  return plan;
+}
+
+void Batcher::DropLocked(ShapeQueue& queue, Tracked& tracked, const absl::Status& status,
+                         std::vector<Answer>* answers) {
+  const uint32_t remaining = tracked.work->rows - tracked.next_row;
+  queue.rows -= remaining;
+  queued_rows_ -= remaining;
+  tracked.next_row = tracked.work->rows;
+  tracked.rows_left -= remaining;
+  if (tracked.status.ok()) {
+    tracked.status = status;
+    if (status.code() == absl::StatusCode::kDeadlineExceeded) ++stats_.requests_dropped_deadline;
+    if (status.code() == absl::StatusCode::kCancelled) ++stats_.requests_dropped_cancelled;
+  }
+  if (tracked.rows_left == 0) answers->push_back(FinishLocked(tracked));
+}
+
+void Batcher::SweepLocked(absl::Time now, std::vector<Answer>* answers) {
+  for (auto& [key, queue] : queues_) {
+    std::erase_if(queue.entries, [&](const std::shared_ptr<Tracked>& tracked) {
+      std::optional<absl::Status> reason = DropReason(*tracked->work, now);
+      if (!reason.has_value()) return false;
+      DropLocked(queue, *tracked, *reason, answers);
+      return true;
+    });
+  }
+  EraseEmptyQueuesLocked();
+}
+
+void Batcher::EraseEmptyQueuesLocked() {
+  absl::erase_if(queues_, [](const auto& entry) { return entry.second.entries.empty(); });
+}
+
+Batcher::Answer Batcher::FinishLocked(Tracked& tracked) {
+  Answer answer;
+  answer.status = tracked.status;
+  answer.timing.queue =
+      (tracked.any_dispatched ? tracked.dispatched : absl::Now()) - tracked.enqueued;
+  answer.timing.compute = tracked.compute;
+  answer.timing.batch_rows = tracked.batch_rows;
+  answer.work = std::move(tracked.work);
+  return answer;
+}
+
+void Batcher::Deliver(std::vector<Answer> answers) {
+  if (answers.empty()) return;
+  for (Answer& answer : answers) std::move(answer.work->done)(answer.status, answer.timing);
+  absl::MutexLock lock(&mu_);
+  open_work_ -= answers.size();
+}
+
+void Batcher::Send(Plan plan) {
+  absl::StatusOr<std::unique_ptr<Batch>> batch = executor_.NewBatch(plan.problem, plan.rows);
+  if (!batch.ok()) {
+    OnBatchDone(plan, nullptr, BatchOutcome{batch.status(), absl::ZeroDuration()});
+    return;
+  }
+  // The one copy in: each request's rows, back to back, into the executor's staging.
+  const size_t row_bytes = plan.problem.row_bytes();
+  std::byte* staging = (*batch)->scores().data();
+  for (const Segment& segment : plan.segments) {
+    const size_t bytes = size_t{segment.rows} * row_bytes;
+    std::memcpy(staging, segment.tracked->work->scores.data() + segment.first_row * row_bytes,
+                bytes);
+    staging += bytes;
+  }
+  executor_.Submit(std::move(*batch), [this, plan = std::move(plan)](
+                                          std::unique_ptr<Batch> done_batch,
+                                          BatchOutcome outcome) mutable {
+    OnBatchDone(plan, std::move(done_batch), outcome);
+  });
+}
+
+void Batcher::OnBatchDone(const Plan& plan, std::unique_ptr<Batch> batch,
+                          const BatchOutcome& outcome) {
+  const bool ok = outcome.status.ok() && batch != nullptr;
+  if (ok) {
+    // The one copy out: each request's rows from the staging into its response.
+    const size_t value_bytes = plan.problem.out_value_bytes();
+    const size_t slot_bytes = size_t{plan.problem.kk()} * sizeof(uint32_t);
+    const std::byte* values = batch->values().data();
+    const auto* slots = reinterpret_cast<const std::byte*>(batch->slots().data());
+    for (const Segment& segment : plan.segments) {
+      const Work& work = *segment.tracked->work;
+      std::memcpy(work.values.data() + segment.first_row * value_bytes, values,
+                  segment.rows * value_bytes);
+      std::memcpy(work.slots.data() + segment.first_row * slot_bytes, slots,
+                  segment.rows * slot_bytes);
+      values += segment.rows * value_bytes;
+      slots += segment.rows * slot_bytes;
+    }
+  }
+  batch.reset();  // the staging goes back to the executor before it is counted free
+
+  std::vector<Answer> answers;
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    ++stats_.batches;
+    if (ok) stats_.rows_computed += plan.rows;
+    for (const Segment& segment : plan.segments) {
+      Tracked& tracked = *segment.tracked;
+      tracked.rows_left -= segment.rows;
+      tracked.compute += outcome.compute_time;
+      tracked.batch_rows = std::max<uint32_t>(tracked.batch_rows, plan.rows);
+      if (!ok && tracked.status.ok()) {
+        tracked.status = outcome.status.ok()
+                             ? absl::InternalError("the executor returned no batch")
+                             : outcome.status;
+      }
+      if (tracked.rows_left == 0) answers.push_back(FinishLocked(tracked));
+    }
+    wake_.Signal();
+  }
+  Deliver(std::move(answers));
+}
+
+}  // namespace pkserve

@@ -1,0 +1,49 @@
+// The settings of one pkserve process: where it listens, what computes, how it batches, what a
+// request may ask for, how it shuts down and logs. Filled from flags (flags.h) or by tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace pkserve {
+
+enum class Backend { kAuto, kCpu, kCuda };
+enum class LogFormat { kText, kJson };
+
+absl::StatusOr<Backend> ParseBackend(absl::string_view text);
+absl::string_view BackendName(Backend backend);
+absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view text);
+
+struct ServerConfig {
+  std::string address = "0.0.0.0:50051";  // host:port; port 0 picks a free one
+
+  Backend backend = Backend::kAuto;
+  int threads = 0;           // CPU compute threads; 0 = one per hardware thread
+  std::vector<int> devices;  // CUDA devices to use; empty = all
+  int streams = 2;           // CUDA streams per device
+
+  uint32_t max_batch_rows = 1024;                        // rows in one batch, at most
+  absl::Duration max_queue_delay = absl::Microseconds(500);  // longest wait for a batch to fill
+  uint64_t max_queued_rows = 65536;  // rows waiting in all queues; past it RESOURCE_EXHAUSTED
+  uint32_t max_rows_per_request = 4096;
+  int64_t max_message_bytes = 64 << 20;  // largest request gRPC accepts
+
+  absl::Duration drain_timeout = absl::Seconds(30);  // SIGTERM to exit, at most
+
+  std::string log_level = "info";
+  LogFormat log_format = LogFormat::kText;
+
+  // threads resolved: the number of CPU compute threads to start.
+  int ResolvedThreads() const;
+};
+
+// Checks every setting against its allowed range; the message names the flag and the range.
+absl::Status ValidateConfig(const ServerConfig& config);
+
+}  // namespace pkserve

@@ -1,0 +1,121 @@
+#include "server/cpu_executor.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/topk_cpu.h"
+
+namespace pkserve {
+
+// A batch in one of the executor's staging sets; gives the set back when destroyed.
+class CpuExecutor::CpuBatch final : public Batch {
+ public:
+  CpuBatch(CpuExecutor& executor, int set_index, const pk::Problem& problem, size_t rows,
+           StagingSet& set)
+      : Batch(problem, rows, std::span(set.scores.data(), rows * problem.row_bytes()),
+              std::span(set.values.data(), rows * problem.out_value_bytes()),
+              std::span(set.slots.data(), rows * problem.kk())),
+        executor_(executor),
+        set_index_(set_index) {}
+  ~CpuBatch() override { executor_.ReleaseSet(set_index_); }
+
+ private:
+  CpuExecutor& executor_;
+  const int set_index_;
+};
+
+CpuExecutor::CpuExecutor(const Options& options)
+    : options_(options), engine_(std::max(1, options.threads)) {
+  for (int i = 0; i < options_.max_in_flight; ++i) {
+    sets_.push_back(std::make_unique<StagingSet>());
+  }
+  set_in_use_.assign(sets_.size(), false);
+  runner_ = std::thread([this] { RunLoop(); });
+  pthread_setname_np(runner_.native_handle(), "pk-cpu-exec");
+}
+
+CpuExecutor::~CpuExecutor() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  runner_.join();
+}
+
+std::vector<std::string> CpuExecutor::devices() const {
+  return {absl::StrCat("cpu: ", engine_.threads(), " threads, ", pk::cpu::CpuPathName())};
+}
+
+size_t CpuExecutor::max_batch_rows(const pk::Problem& problem) const {
+  const size_t row_bytes =
+      problem.row_bytes() + problem.out_value_bytes() + size_t{problem.kk()} * sizeof(uint32_t);
+  return std::max<size_t>(1, options_.staging_bytes / row_bytes);
+}
+
+absl::StatusOr<std::unique_ptr<Batch>> CpuExecutor::NewBatch(const pk::Problem& problem,
+                                                             size_t rows) {
+  if (rows < 1 || rows > max_batch_rows(problem)) {
+    return absl::InternalError(absl::StrCat("batch of ", rows, " rows, the staging holds 1 to ",
+                                            max_batch_rows(problem)));
+  }
+  int index = -1;
+  {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < set_in_use_.size(); ++i) {
+      if (!set_in_use_[i]) {
+        set_in_use_[i] = true;
+        index = static_cast<int>(i);
+        break;
+      }
+    }
+  }
+  if (index < 0) {
+    return absl::InternalError(
+        absl::StrCat("all ", options_.max_in_flight, " CPU staging sets are in use"));
+  }
+  StagingSet& set = *sets_[index];
+  // Grow only: the largest batch seen sets the size, so steady state allocates nothing.
+  const auto grow = [](auto& buffer, size_t size) {
+    if (buffer.size() < size) buffer.resize(size);
+  };
+  grow(set.scores, rows * problem.row_bytes());
+  grow(set.values, rows * problem.out_value_bytes());
+  grow(set.slots, rows * problem.kk());
+  return std::make_unique<CpuBatch>(*this, index, problem, rows, set);
+}
+
+void CpuExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done) {
+  absl::MutexLock lock(&mu_);
+  submitted_.emplace_back(std::move(batch), std::move(done));
+}
+
+void CpuExecutor::ReleaseSet(int index) {
+  absl::MutexLock lock(&mu_);
+  set_in_use_[index] = false;
+}
+
+bool CpuExecutor::HasWorkOrStopping() const { return stopping_ || !submitted_.empty(); }
+
+void CpuExecutor::RunLoop() {
+  while (true) {
+    std::pair<std::unique_ptr<Batch>, BatchDone> work;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &CpuExecutor::HasWorkOrStopping));
+      if (submitted_.empty()) return;  // stopping, and nothing left to compute
+      work = std::move(submitted_.front());
+      submitted_.pop_front();
+    }
+    Batch& batch = *work.first;
+    const absl::Time start = absl::Now();
+    engine_.Run(batch.problem(), batch.scores().data(), batch.rows(), batch.values().data(),
+                batch.slots().data());
+    BatchOutcome outcome{absl::OkStatus(), absl::Now() - start};
+    std::move(work.second)(std::move(work.first), std::move(outcome));
+  }
+}
+
+}  // namespace pkserve

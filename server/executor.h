@@ -1,0 +1,103 @@
+// The seam between the batcher and whatever computes: an Executor takes batches of rows of one
+// shape and computes the top-k of every row (SPEC.md), asynchronously.
+//
+// A batch's life: Executor::NewBatch hands out staging memory the executor owns (pageable for the
+// CPU, pinned for CUDA) -> the batcher copies the rows of its requests into scores() (the one copy
+// in) -> Executor::Submit -> the executor fills values() and slots() and calls the completion on
+// one of its threads -> the batcher scatters each request's rows out (the one copy out) and
+// destroys the Batch, which hands the staging memory back.
+//
+// Capacity: an executor holds at most max_in_flight() batches at once (CPU: a couple, so the next
+// batch is gathered while one computes; CUDA: devices x streams). The batcher never asks for more;
+// when it holds none the executor is idle and a request goes out at once, unbatched.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "kernels/problem.h"
+
+namespace pkserve {
+
+// Rows of one shape class, gathered from one or more requests, in the executor's staging memory.
+// Executors subclass it to carry their own handle (buffer set, stream); destroying it returns the
+// staging memory to its executor.
+class Batch {
+ public:
+  virtual ~Batch() = default;
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  const pk::Problem& problem() const { return problem_; }
+  size_t rows() const { return rows_; }
+
+  // rows x problem.row_bytes(): written by the batcher before Submit, read by the executor.
+  std::span<std::byte> scores() const { return scores_; }
+  // rows x problem.out_value_bytes(), each row in slot order: written by the executor.
+  std::span<std::byte> values() const { return values_; }
+  // rows x problem.kk() slots, ascending within each row: written by the executor.
+  std::span<uint32_t> slots() const { return slots_; }
+
+ protected:
+  // The spans must cover exactly the sizes above and stay valid until the Batch is destroyed.
+  Batch(const pk::Problem& problem, size_t rows, std::span<std::byte> scores,
+        std::span<std::byte> values, std::span<uint32_t> slots)
+      : problem_(problem), rows_(rows), scores_(scores), values_(values), slots_(slots) {}
+
+ private:
+  pk::Problem problem_;
+  size_t rows_;
+  std::span<std::byte> scores_;
+  std::span<std::byte> values_;
+  std::span<uint32_t> slots_;
+};
+
+// How a batch went.
+struct BatchOutcome {
+  // OK: values() and slots() hold every row's result. Otherwise no row's result is valid and the
+  // status (UNAVAILABLE, INTERNAL) goes to every request in the batch.
+  absl::Status status;
+  // The executor's own time on the batch (for CUDA: copy in, kernel, copy out).
+  absl::Duration compute_time;
+};
+
+// Called once per submitted batch, on an executor thread, with the batch back.
+using BatchDone = absl::AnyInvocable<void(std::unique_ptr<Batch> batch, BatchOutcome outcome) &&>;
+
+class Executor {
+ public:
+  // Destroy an executor only after every Batch it handed out is destroyed and every completion
+  // has returned.
+  virtual ~Executor() = default;
+
+  // "cpu" or "cuda", for logs and ServerInfo.
+  virtual std::string_view backend() const = 0;
+  // What computes, one line per device (e.g. "cpu: 16 threads, avx512").
+  virtual std::vector<std::string> devices() const = 0;
+
+  // Batches that may be held at once, from NewBatch until destroyed; at least 1.
+  virtual int max_in_flight() const = 0;
+  // Rows of `problem` that fit one batch's staging memory; at least 1.
+  virtual size_t max_batch_rows(const pk::Problem& problem) const = 0;
+
+  // Staging memory for a batch of `rows` rows, 1 <= rows <= max_batch_rows(problem). Fails only
+  // when max_in_flight() batches are already held (a caller bug) or memory runs out.
+  virtual absl::StatusOr<std::unique_ptr<Batch>> NewBatch(const pk::Problem& problem,
+                                                          size_t rows) = 0;
+
+  // Starts computing `batch` (one of this executor's, its scores filled) and returns at once.
+  // Calls `done` exactly once, from an executor thread and never from inside Submit. Batches may
+  // complete in any order.
+  virtual void Submit(std::unique_ptr<Batch> batch, BatchDone done) = 0;
+};
+
+}  // namespace pkserve

@@ -1,0 +1,98 @@
+#include "server/flags.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "server/version.h"
+
+ABSL_FLAG(std::string, address, "0.0.0.0:50051",
+          "host:port to listen on (gRPC, plaintext); port 0 picks a free port and logs it");
+ABSL_FLAG(std::string, backend, "auto",
+          "what computes: auto (cuda when built and a device is usable, else cpu), cpu, cuda");
+ABSL_FLAG(int32_t, threads, 0, "CPU compute threads; 0 = one per hardware thread");
+ABSL_FLAG(std::string, devices, "all",
+          "CUDA devices to use: 'all' or a comma-separated list of device numbers (cuda backend)");
+ABSL_FLAG(int32_t, streams, 2, "CUDA streams per device (cuda backend)");
+ABSL_FLAG(uint32_t, max_batch_rows, 1024, "most rows in one batch");
+ABSL_FLAG(int64_t, max_queue_delay_us, 500,
+          "longest a request waits for its batch to fill while the executor is busy (an idle "
+          "executor takes a request at once)");
+ABSL_FLAG(uint64_t, max_queued_rows, 65536,
+          "rows waiting in all queues, at most; past it requests get RESOURCE_EXHAUSTED");
+ABSL_FLAG(uint32_t, max_rows_per_request, 4096,
+          "most rows in one request; more is INVALID_ARGUMENT");
+ABSL_FLAG(int64_t, max_message_bytes, 64 << 20,
+          "largest request message accepted; larger gets RESOURCE_EXHAUSTED from gRPC");
+ABSL_FLAG(double, drain_timeout_s, 30,
+          "on SIGTERM/SIGINT: seconds to answer accepted requests before exiting, at most");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug (one line per request), info, warn, "
+                                          "error, critical or off");
+ABSL_FLAG(std::string, log_format, "text", "text, or json (one object a line)");
+
+namespace pkserve {
+namespace {
+
+absl::StatusOr<std::vector<int>> ParseDevices(const std::string& text) {
+  std::vector<int> devices;
+  if (text == "all") return devices;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int device = 0;
+    if (!absl::SimpleAtoi(part, &device) || device < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--devices must be 'all' or a comma-separated list of device numbers, got '", text,
+          "'"));
+    }
+    devices.push_back(device);
+  }
+  return devices;
+}
+
+}  // namespace
+
+void SetUpFlagsUsage() {
+  absl::FlagsUsageConfig usage;
+  const auto ours = [](absl::string_view file) { return absl::EndsWith(file, "server/flags.cc"); };
+  usage.contains_helpshort_flags = ours;
+  usage.contains_help_flags = ours;
+  usage.version_string = [] { return absl::StrCat("pkserve ", kVersion, "\n"); };
+  absl::SetFlagsUsageConfig(usage);
+  absl::SetProgramUsageMessage(
+      "product-key top-k (sparse memory lookup) over gRPC.\n"
+      "Serves pkserve.v1.SparseMemory, grpc.health.v1.Health and server reflection.\n"
+      "Usage: pkserve [--address=0.0.0.0:50051] [--backend=auto|cpu|cuda] [flags]");
+}
+
+absl::StatusOr<ServerConfig> ConfigFromFlags() {
+  ServerConfig config;
+  config.address = absl::GetFlag(FLAGS_address);
+  absl::StatusOr<Backend> backend = ParseBackend(absl::GetFlag(FLAGS_backend));
+  if (!backend.ok()) return backend.status();
+  config.backend = *backend;
+  config.threads = absl::GetFlag(FLAGS_threads);
+  absl::StatusOr<std::vector<int>> devices = ParseDevices(absl::GetFlag(FLAGS_devices));
+  if (!devices.ok()) return devices.status();
+  config.devices = *std::move(devices);
+  config.streams = absl::GetFlag(FLAGS_streams);
+  config.max_batch_rows = absl::GetFlag(FLAGS_max_batch_rows);
+  config.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  config.max_queued_rows = absl::GetFlag(FLAGS_max_queued_rows);
+  config.max_rows_per_request = absl::GetFlag(FLAGS_max_rows_per_request);
+  config.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  config.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  config.log_level = absl::GetFlag(FLAGS_log_level);
+  absl::StatusOr<LogFormat> format = ParseLogFormat(absl::GetFlag(FLAGS_log_format));
+  if (!format.ok()) return format.status();
+  config.log_format = *format;
+  if (absl::Status valid = ValidateConfig(config); !valid.ok()) return valid;
+  return config;
+}
+
+}  // namespace pkserve

@@ -1,0 +1,28 @@
+// Conversions between abseil and gRPC status (the codes are the same numbers) and the deadline of
+// a call as absl::Time.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/status.h"
+
+namespace pkserve {
+
+inline grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+// The call's deadline; InfiniteFuture when the caller set none.
+inline absl::Time CallDeadline(const grpc::CallbackServerContext& context) {
+  const std::chrono::system_clock::time_point deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+}  // namespace pkserve

@@ -1,0 +1,86 @@
+// pkserve: parses the flags, sets up logging, starts the server, and drains it on SIGINT/SIGTERM.
+// A second signal during the drain exits at once.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/parse.h"
+#include "server/flags.h"
+#include "server/logging.h"
+#include "server/server.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+// Blocks SIGINT and SIGTERM in this thread and every thread started after it, so that only
+// sigwait() sees them.
+sigset_t BlockShutdownSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+const char* SignalName(int signal_number) {
+  switch (signal_number) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "a signal";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const sigset_t signals = BlockShutdownSignals();
+
+  pkserve::SetUpFlagsUsage();
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    std::fprintf(stderr, "pkserve: unexpected argument '%s' (flags are --name=value; see --help)\n",
+                 positional[1]);
+    return 2;
+  }
+  absl::StatusOr<pkserve::ServerConfig> config = pkserve::ConfigFromFlags();
+  if (!config.ok()) {
+    std::fprintf(stderr, "pkserve: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  if (absl::Status logging = pkserve::SetUpLogging(config->log_level, config->log_format);
+      !logging.ok()) {
+    std::fprintf(stderr, "pkserve: %s\n", std::string(logging.message()).c_str());
+    return 2;
+  }
+
+  absl::StatusOr<std::unique_ptr<pkserve::Server>> server = pkserve::Server::Start(*config);
+  if (!server.ok()) {
+    spdlog::critical("cannot start: {}", std::string(server.status().message()));
+    return 1;
+  }
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("received {}, draining (--drain_timeout_s={})", SignalName(signal_number),
+               absl::ToDoubleSeconds(config->drain_timeout));
+  std::thread([signals] {
+    int again = 0;
+    sigwait(&signals, &again);
+    spdlog::warn("received {} while draining: exiting now", SignalName(again));
+    std::_Exit(1);
+  }).detach();
+
+  (*server)->Drain(config->drain_timeout);
+  server->reset();
+  spdlog::info("exiting");
+  return 0;
+}

@@ -1,0 +1,128 @@
+#include "server/server.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/executor_factory.h"
+#include "server/version.h"
+#include "spdlog/spdlog.h"
+
+namespace pkserve {
+namespace {
+
+v1::ServerInfo MakeServerInfo(const ServerConfig& config, const Executor& executor) {
+  v1::ServerInfo info;
+  info.set_version(kVersion);
+  info.set_backend(std::string(executor.backend()));
+  for (const std::string& device : executor.devices()) info.add_devices(device);
+  v1::Limits* limits = info.mutable_limits();
+  limits->set_max_k(pk::kMaxK);
+  limits->set_min_factors(pk::kMinFactors);
+  limits->set_max_factors(pk::kMaxFactors);
+  limits->set_max_width(pk::kMaxWidth);
+  limits->set_max_slot_bits(pk::kMaxSlotBits);
+  limits->set_max_rows_per_request(config.max_rows_per_request);
+  limits->set_max_message_bytes(static_cast<uint64_t>(config.max_message_bytes));
+  v1::Batching* batching = info.mutable_batching();
+  batching->set_max_batch_rows(config.max_batch_rows);
+  batching->set_max_queue_delay_us(
+      static_cast<uint64_t>(absl::ToInt64Microseconds(config.max_queue_delay)));
+  batching->set_max_queued_rows(config.max_queued_rows);
+  return info;
+}
+
+// `address` with its port replaced by `port` ("0.0.0.0:0" -> "0.0.0.0:41234").
+std::string WithPort(const std::string& address, int port) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return absl::StrCat(address, ":", port);
+  return absl::StrCat(address.substr(0, colon), ":", port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config,
+                                                      std::unique_ptr<Executor> executor) {
+  if (absl::Status valid = ValidateConfig(config); !valid.ok()) return valid;
+  auto server = std::make_unique<Server>(PrivateTag());
+  server->config_ = config;
+  if (executor == nullptr) {
+    absl::StatusOr<std::unique_ptr<Executor>> made = MakeExecutor(config);
+    if (!made.ok()) return made.status();
+    executor = *std::move(made);
+  }
+  server->executor_ = std::move(executor);
+  server->info_ = MakeServerInfo(config, *server->executor_);
+
+  BatcherOptions batching;
+  batching.max_batch_rows = config.max_batch_rows;
+  batching.max_queue_delay = config.max_queue_delay;
+  batching.max_queued_rows = config.max_queued_rows;
+  server->batcher_ = std::make_unique<Batcher>(batching, *server->executor_);
+  server->admission_ = std::make_unique<Admission>(*server->batcher_, config.max_rows_per_request);
+  server->service_ = std::make_unique<SparseMemoryService>(*server->admission_, server->info_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
+  builder.AddListeningPort(config.address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.RegisterService(server->service_.get());
+  server->grpc_server_ = builder.BuildAndStart();
+  if (server->grpc_server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("could not listen on --address=", config.address,
+                     " (address in use, not local, or not host:port?)"));
+  }
+  server->address_ = WithPort(config.address, server->port_);
+  server->grpc_server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+
+  const v1::ServerInfo& info = server->info_;
+  spdlog::info("pkserve {} backend {} ({}), max_rows_per_request {}, max_message_bytes {}",
+               info.version(), info.backend(), absl::StrJoin(info.devices(), "; "),
+               config.max_rows_per_request, config.max_message_bytes);
+  spdlog::info("batching: max_batch_rows {}, max_queue_delay_us {}, max_queued_rows {}, "
+               "{} batches in flight",
+               config.max_batch_rows, absl::ToInt64Microseconds(config.max_queue_delay),
+               config.max_queued_rows, server->executor_->max_in_flight());
+  spdlog::info("listening on {} (health, reflection on)", server->address_);
+  return server;
+}
+
+Server::~Server() { Drain(absl::ZeroDuration()); }
+
+void Server::Drain(absl::Duration timeout) {
+  absl::MutexLock lock(&drain_mu_);
+  if (drained_ || grpc_server_ == nullptr) return;  // drained already, or never started
+  drained_ = true;
+  const absl::Time deadline = absl::Now() + timeout;
+  spdlog::info("draining: health NOT_SERVING, new requests UNAVAILABLE, up to {}s to answer "
+               "accepted requests",
+               absl::ToDoubleSeconds(timeout));
+  grpc_server_->GetHealthCheckService()->SetServingStatus(false);
+  service_->StartDraining();
+  batcher_->StopAccepting();
+  if (!batcher_->WaitIdle(deadline)) {
+    spdlog::warn("drain timeout: answering still-queued requests UNAVAILABLE");
+    batcher_->CancelQueued(absl::UnavailableError(
+        "the server shut down (drain timeout) before the request was computed"));
+    // Batches already computing cannot be interrupted; their answers follow shortly.
+    batcher_->WaitIdle(absl::Now() + absl::Seconds(5));
+  }
+  // Every accepted request is answered; give the answers a moment to reach the callers. Calls
+  // still open at the deadline are cancelled by gRPC.
+  const absl::Time shutdown_by = std::max(deadline, absl::Now() + absl::Milliseconds(500));
+  grpc_server_->Shutdown(absl::ToChronoTime(shutdown_by));
+  grpc_server_->Wait();
+  const BatcherStats stats = batcher_->stats();
+  spdlog::info("drained: {} requests accepted, {} batches, {} rows computed, {} rejected (queue "
+               "full), {} dropped (deadline), {} dropped (cancelled)",
+               stats.requests_accepted, stats.batches, stats.rows_computed,
+               stats.requests_rejected_full, stats.requests_dropped_deadline,
+               stats.requests_dropped_cancelled);
+}
+
+}  // namespace pkserve

@@ -1,0 +1,74 @@
+// One running pkserve: the executor, the batcher, the SparseMemory service, the standard health
+// service and server reflection on a gRPC server. main.cc runs one; tests run several in-process.
+//
+// Shutdown (Drain): health turns NOT_SERVING, new requests get UNAVAILABLE, every accepted request
+// is answered (within the timeout; past it, requests still queued get UNAVAILABLE), open streams
+// finish, then the gRPC server shuts down.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "pkserve/v1/pkserve.pb.h"
+#include "server/admission.h"
+#include "server/batcher.h"
+#include "server/config.h"
+#include "server/executor.h"
+#include "server/service.h"
+
+namespace pkserve {
+
+// The name the health service reports the SparseMemory service under.
+inline constexpr char kServiceName[] = "pkserve.v1.SparseMemory";
+
+class Server {
+  struct PrivateTag {
+    explicit PrivateTag() = default;
+  };
+
+ public:
+  // Use Start().
+  explicit Server(PrivateTag /*tag*/) {}
+
+  // Starts serving as `config` says (validated here). `executor` null: MakeExecutor(config); tests
+  // pass their own.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerConfig& config,
+                                                       std::unique_ptr<Executor> executor = nullptr);
+  // Drains with no grace if Drain was not called.
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // The port it listens on (the one picked, if the config said port 0).
+  int port() const { return port_; }
+  // The address it listens on, with that port.
+  const std::string& address() const { return address_; }
+  const v1::ServerInfo& info() const { return info_; }
+  BatcherStats batcher_stats() const { return batcher_->stats(); }
+
+  // The shutdown sequence at the top of the file; returns once the gRPC server has shut down,
+  // about `timeout` at most. Later calls do nothing.
+  void Drain(absl::Duration timeout);
+
+ private:
+  ServerConfig config_;
+  v1::ServerInfo info_;
+  int port_ = 0;
+  std::string address_;
+  // Destroyed in reverse: the gRPC server first, the executor last.
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Batcher> batcher_;
+  std::unique_ptr<Admission> admission_;
+  std::unique_ptr<SparseMemoryService> service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+
+  absl::Mutex drain_mu_;
+  bool drained_ ABSL_GUARDED_BY(drain_mu_) = false;
+};
+
+}  // namespace pkserve
