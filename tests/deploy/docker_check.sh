@@ -205,7 +205,9 @@ check_dockerfile() {
       --metrics_address=*) metrics=${word#*=} ;;
     esac
   done
-  local grpc_port=$(port_of "${address:-0.0.0.0:50051}") metrics_port=$(port_of "${metrics:-0.0.0.0:9090}")
+  local grpc_port metrics_port
+  grpc_port=$(port_of "${address:-0.0.0.0:50051}")
+  metrics_port=$(port_of "${metrics:-0.0.0.0:9090}")
   for port in "$grpc_port" "$metrics_port"; do
     [[ " $expose " == *" $port "* ]] && ok "$name: exposes $port" \
       || fail "$name: expected EXPOSE $port (the gRPC and metrics ports), got EXPOSE$expose"
