@@ -150,6 +150,7 @@ struct WarpMemory {
   uint32_t* maxima;        // factor phase, aliases buffer (used while it is empty)
   uint64_t* candidates;    // stage phase
   uint64_t* candidates_chosen;
+  uint32_t* scores;        // stage phase: survivors' score keys
 
   __device__ WarpMemory(const KernelParams& p, uint8_t* slice) {
     const int cap = p.list_capacity;
@@ -164,6 +165,7 @@ struct WarpMemory {
     maxima = reinterpret_cast<uint32_t*>(buffer);
     candidates = reinterpret_cast<uint64_t*>(slice + p.union_offset);
     candidates_chosen = candidates + p.candidate_capacity;
+    scores = reinterpret_cast<uint32_t*>(candidates_chosen + p.list_capacity);
   }
 };
 
@@ -236,6 +238,28 @@ __device__ __forceinline__ uint32_t ValidBits(int b, int begin, int end) {
   return ((1u << high) - 1u) & ~((1u << low) - 1u);
 }
 
+// Writes the ordered key of the maximum of each group of kPerBlock / kGroups consecutive elements
+// of the lane's blocks b < blocks to maxima[b * kGroups + g]. A group of invalid (NaN) elements
+// gets the key of -inf, which no threshold is taken from.
+template <class T, int kGroups>
+__device__ __forceinline__ void GroupMaxima(const uint32_t (&data)[T::kBlocksPerLane][4], int lane,
+                                            int blocks, uint32_t* maxima) {
+  constexpr int kSize = T::kPerBlock / kGroups;
+#pragma unroll
+  for (int q = 0; q < T::kBlocksPerLane; ++q) {
+    const int b = lane + 32 * q;
+    if (b < blocks) {
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        float best = T::Element(data[q], g * kSize);
+#pragma unroll
+        for (int h = g * kSize + 1; h < (g + 1) * kSize; ++h) best = fmaxf(best, T::Element(data[q], h));
+        maxima[b * kGroups + g] = OrderedKey(best);
+      }
+    }
+  }
+}
+
 // Ranks factor f: its `kf` best columns by (key desc, column desc), written as values (NaN ->
 // -inf) and columns to list_value / list_column. factor: the factor's first element (global).
 template <class T>
@@ -277,20 +301,12 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
       while (per_block < T::kMaxGroupsPerBlock && blocks * per_block < 2 * kf) per_block *= 2;
       const int groups = blocks * per_block;
       if (groups >= kf) {
-#pragma unroll
-        for (int q = 0; q < kQ; ++q) {
-          const int b = lane + 32 * q;
-          if (b < blocks) {
-            const int size = kE / per_block;
-            for (int g = 0; g < per_block; ++g) {
-              float best = NAN;
-#pragma unroll
-              for (int h = 0; h < kE; ++h) {
-                if (h / size == g) best = fmaxf(best, T::Element(data[q], h));
-              }
-              m.maxima[b * per_block + g] = OrderedKey(best);
-            }
-          }
+        if (per_block == 1) {
+          GroupMaxima<T, 1>(data, lane, blocks, m.maxima);
+        } else if (per_block == 2) {
+          GroupMaxima<T, 2>(data, lane, blocks, m.maxima);
+        } else {
+          GroupMaxima<T, T::kMaxGroupsPerBlock>(data, lane, blocks, m.maxima);
         }
         __syncwarp();
         SelectTopSorted<uint32_t>(m.maxima, groups, kf, nullptr, nullptr);
@@ -356,11 +372,32 @@ __device__ __forceinline__ uint64_t CandidateKey(uint32_t score_key, int i, int 
   return (uint64_t{score_key} << 32) | (static_cast<uint64_t>(i + j) << 8) | static_cast<uint64_t>(i);
 }
 
-// Stage f: pairs the running list (run_value/run_slot, kept[f-1] entries) with factor f's list and
-// leaves the kept[f] best candidate keys, sorted descending, in m.candidates[0..kept[f]).
+// Sorts keys[0..count) descending in registers and keeps the first `keep`. Pre: count <= 512.
+template <typename Key>
+__device__ __forceinline__ void SortUpTo512(Key* keys, int count, int keep) {
+  const int per_lane = (count + 31) / 32;
+  if (per_lane <= 1) {
+    SortSharedDescending<1>(keys, count, keep);
+  } else if (per_lane <= 2) {
+    SortSharedDescending<2>(keys, count, keep);
+  } else if (per_lane <= 4) {
+    SortSharedDescending<4>(keys, count, keep);
+  } else if (per_lane <= 8) {
+    SortSharedDescending<8>(keys, count, keep);
+  } else {
+    SortSharedDescending<16>(keys, count, keep);
+  }
+}
+
+// Stage f: pairs the running list (run_value, kept[f-1] entries) with factor f's list and returns
+// the kept[f] best candidate keys (sorted descending when `ordered`, else in any order).
+// Fast path: sort only the survivors' 32-bit score keys to find the kept-th best score; when no
+// tie straddles it, the candidates at or above it are exactly the kept best. Otherwise (ties, or
+// more than 512 survivors) the full 64-bit keys are selected.
 template <class T>
-__device__ void SelectStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
-                            int f, const float* run_value) {
+__device__ const uint64_t* SelectStage(const KernelParams& p, const WarpMemory<T>& m,
+                                       const uint16_t* table, int f, const float* run_value,
+                                       bool ordered) {
   const int lane = LaneId();
   const unsigned lanes_below = (1u << lane) - 1u;
   const float* factor_value = m.list_value + f * p.list_capacity;
@@ -377,39 +414,59 @@ __device__ void SelectStage(const KernelParams& p, const WarpMemory<T>& m, const
     const int c = base + lane;
     bool pass = false;
     uint64_t key = 0;
+    uint32_t score_key = 0;
     if (c < total) {
       const int code = pairs[c];
       const int i = code >> 8;
       const int j = code & 255;
-      const uint32_t score_key = OrderedKey(run_value[i] + factor_value[j]);
+      score_key = OrderedKey(run_value[i] + factor_value[j]);
       pass = score_key >= bound;
       key = CandidateKey(score_key, i, j);
     }
     const unsigned passing = __ballot_sync(kFullMask, pass);
-    if (pass) m.candidates[count + __popc(passing & lanes_below)] = key;
+    if (pass) {
+      const int at = count + __popc(passing & lanes_below);
+      m.candidates[at] = key;
+      m.scores[at] = score_key;
+    }
     count += __popc(passing);
   }
   __syncwarp();
-  SelectTopSorted<uint64_t>(m.candidates, count, p.kept[f], m.candidates_chosen, m.histogram);
+  const int kept = p.kept[f];
+  if (count <= kMaxStageKeys) {
+    SortUpTo512(m.scores, count, kept);
+    const uint32_t cut = m.scores[kept - 1];
+    int above = 0;
+    int at_cut = 0;
+    for (int base = 0; base < count; base += 32) {
+      const int c = base + lane;
+      const uint32_t score_key = c < count ? static_cast<uint32_t>(m.candidates[c] >> 32) : 0u;
+      above += __popc(__ballot_sync(kFullMask, c < count && score_key > cut));
+      at_cut += __popc(__ballot_sync(kFullMask, c < count && score_key == cut));
+    }
+    if (above + at_cut == kept) {
+      uint64_t* selected = m.candidates_chosen;
+      int taken = 0;
+      for (int base = 0; base < count; base += 32) {
+        const int c = base + lane;
+        const uint64_t key = c < count ? m.candidates[c] : 0u;
+        const bool in = c < count && static_cast<uint32_t>(key >> 32) >= cut;
+        const unsigned chosen = __ballot_sync(kFullMask, in);
+        if (in) selected[taken + __popc(chosen & lanes_below)] = key;
+        taken += __popc(chosen);
+      }
+      __syncwarp();
+      if (ordered) SortUpTo512(selected, kept, kept);
+      return selected;
+    }
+  }
+  SelectTopSorted<uint64_t>(m.candidates, count, kept, m.candidates_chosen, m.histogram);
+  return m.candidates;
 }
 
 __device__ __forceinline__ int PairRow(uint64_t key) { return static_cast<int>(key & 0xffu); }
 __device__ __forceinline__ int PairColumn(uint64_t key) {
   return static_cast<int>((key >> 8) & 0x1ffu) - PairRow(key);
-}
-
-// Sorts keys[0..count) descending in registers. Pre: count <= 256.
-__device__ __forceinline__ void SortSmall(uint32_t* keys, int count) {
-  const int per_lane = (count + 31) / 32;
-  if (per_lane <= 1) {
-    SortSharedDescending<1>(keys, count, count);
-  } else if (per_lane <= 2) {
-    SortSharedDescending<2>(keys, count, count);
-  } else if (per_lane <= 4) {
-    SortSharedDescending<4>(keys, count, count);
-  } else {
-    SortSharedDescending<8>(keys, count, count);
-  }
 }
 
 template <class T>
@@ -428,7 +485,7 @@ __device__ void TopKRow(const KernelParams& p, const WarpMemory<T>& m, const uin
   int next = 0;
   const int last = p.factors - 1;
   for (int f = 1; f <= last; ++f) {
-    SelectStage<T>(p, m, table, f, run_value);
+    const uint64_t* selected = SelectStage<T>(p, m, table, f, run_value, f < last);
     const float* factor_value = m.list_value + f * cap;
     const uint32_t* factor_column = m.list_column + f * cap;
     float* next_value = m.running_value + next * cap;
@@ -437,7 +494,7 @@ __device__ void TopKRow(const KernelParams& p, const WarpMemory<T>& m, const uin
     const uint32_t width = p.width[f];
     if (f < last) {
       for (int r = lane; r < kept; r += 32) {
-        const uint64_t key = m.candidates[r];
+        const uint64_t key = selected[r];
         const int i = PairRow(key);
         const int j = PairColumn(key);
         next_value[r] = T::Round(run_value[i] + factor_value[j]);
@@ -446,7 +503,7 @@ __device__ void TopKRow(const KernelParams& p, const WarpMemory<T>& m, const uin
     } else {
       // Final slots, ascending: sort their complements descending.
       for (int r = lane; r < kept; r += 32) {
-        const uint64_t key = m.candidates[r];
+        const uint64_t key = selected[r];
         next_slot[r] = ~(run_slot[PairRow(key)] * width + factor_column[PairColumn(key)]);
       }
     }
@@ -458,7 +515,7 @@ __device__ void TopKRow(const KernelParams& p, const WarpMemory<T>& m, const uin
   // run_slot holds the complemented final slots.
   uint32_t* order = m.running_slot + (next ^ 1) * cap;
   const int kk = static_cast<int>(p.kk);
-  SortSmall(order, kk);
+  SortUpTo512(order, kk, kk);
   uint8_t* values = p.values + row * p.kk * kBytes;
   uint32_t* slots = p.slots + row * p.kk;
   for (int r = lane; r < kk; r += 32) {
@@ -551,7 +608,7 @@ KernelParams MakeParams(const Problem& problem) {
   const uint32_t key_bytes = f32 ? 8 : 4;
   const uint32_t staging = f32 ? 32 * 8 * 16 : 32 * 4 * 16;
   p.buffer_capacity = kChunkElements + p.list_capacity;
-  p.candidate_capacity = std::max(kMaxStageKeys, max_candidates);
+  p.candidate_capacity = (std::max(kMaxStageKeys, max_candidates) + 7) / 8 * 8;
   const int list_cap = p.list_capacity;
   uint32_t offset = 0;
   p.lists_offset = offset;
@@ -563,7 +620,8 @@ KernelParams MakeParams(const Problem& problem) {
   p.union_offset = offset;
   const uint64_t factor_phase =
       staging + uint64_t(p.buffer_capacity + list_cap) * key_bytes;
-  const uint64_t stage_phase = uint64_t(p.candidate_capacity + list_cap) * 8;
+  const uint64_t stage_phase =
+      uint64_t(p.candidate_capacity + list_cap) * 8 + uint64_t(p.candidate_capacity) * 4;
   offset += RoundUp16(std::max(factor_phase, stage_phase));
   p.warp_bytes = offset;
   return p;
@@ -629,11 +687,14 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   const size_t shared = size_t{p.table_bytes} + static_cast<size_t>(warps) * p.warp_bytes;
   if (shared > shared_per_block_) return cudaErrorInvalidConfiguration;
   const void* kernel = KernelFor(problem.dtype);
-  int resident = 0;
-  cudaError_t error =
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, 32 * warps, shared);
-  if (error != cudaSuccess) return error;
-  resident = std::max(resident, 1);
+  // Blocks resident per multiprocessor, from the limits that bind (computed here rather than by
+  // the occupancy API, which costs microseconds per call).
+  const int registers = kernel_registers_[static_cast<int>(problem.dtype)];
+  const int warp_registers = (registers * 32 + 255) / 256 * 256;
+  const int by_registers = registers_per_multiprocessor_ / std::max(1, warp_registers * warps);
+  const int by_shared = static_cast<int>(shared_per_multiprocessor_ / (shared + 1024));
+  const int by_threads = 2048 / (32 * warps);
+  const int resident = std::max(1, std::min({by_registers, by_shared, by_threads, 32}));
   const size_t wanted = (rows + warps - 1) / warps;
   const size_t fit = size_t{static_cast<size_t>(resident)} * multiprocessors_;
   const unsigned blocks = static_cast<unsigned>(std::min(wanted, fit));

@@ -1,11 +1,12 @@
-// pk-bench-cuda [--quick] [--repeats N]
+// pk-bench-cuda [--quick] [--repeats N] [--only I]
 //
 // Kernel benchmark of the CUDA top-k. For each configuration of issue 4's table: rows/s by CUDA
 // events (median of N timed launches after warm-up), over fresh random normal inputs rotated among
 // several buffers that together exceed the L2 cache, and the fraction of the device-to-device copy
 // bandwidth (measured in the same run, bytes read + written) that the kernel's input reads reach.
 // Then the latency table of 1024x1024 bf16 k=64: kernel time, and pinned copy-in + kernel +
-// copy-out time, for batches of 1 to 65 536 rows. Prints a table and one JSON line per result.
+// copy-out time, for batches of 1 to 65 536 rows (a short spin kernel ahead of each timed region
+// keeps host enqueueing out of the GPU times). Prints a table and one JSON line per result.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -48,6 +49,14 @@ __global__ void FillNormal(uint8_t* out, size_t count, int element_bytes, uint64
     } else {
       reinterpret_cast<uint16_t*>(out)[i] = pk::FloatToBf16(normal);
     }
+  }
+}
+
+// Keeps the stream busy for about `cycles` clocks, so that events recorded after it time the GPU
+// alone, not the host's enqueueing.
+__global__ void Spin(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
   }
 }
 
@@ -124,14 +133,17 @@ double CopyBandwidth(int repeats) {
 int main(int argc, char** argv) {
   bool quick = false;
   int repeats = 15;
+  int only = -1;  // run only the I-th throughput configuration, and no latency table
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     if (arg == "--quick") {
       quick = true;
     } else if (arg == "--repeats" && a + 1 < argc) {
       repeats = std::max(1, std::atoi(argv[++a]));
+    } else if (arg == "--only" && a + 1 < argc) {
+      only = std::atoi(argv[++a]);
     } else {
-      std::fprintf(stderr, "usage: pk-bench-cuda [--quick] [--repeats N]\n");
+      std::fprintf(stderr, "usage: pk-bench-cuda [--quick] [--repeats N] [--only I]\n");
       return 2;
     }
   }
@@ -168,7 +180,9 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaEventCreate(&stop));
   std::printf("\n%-26s %12s %10s %10s %10s %8s\n", "config", "rows/launch", "Mrows/s", "reference",
               "input GB/s", "of copy");
-  for (const Config& config : configs) {
+  for (size_t index = 0; index < configs.size(); ++index) {
+    const Config& config = configs[index];
+    if (only >= 0 && static_cast<int>(index) != only) continue;
     const pk::Problem problem =
         pk::ValidateProblem(config.widths, config.k, config.dtype).value();
     const size_t rows = batch_bytes / problem.row_bytes();
@@ -204,6 +218,7 @@ int main(int argc, char** argv) {
     CUDA_OK(cudaFree(slots));
   }
 
+  if (only >= 0) return 0;
   // Latency of small batches, 1024x1024 bf16 k=64.
   const uint32_t widths[] = {1024, 1024};
   const pk::Problem problem = pk::ValidateProblem(widths, 64, pk::DType::kBFloat16).value();
@@ -236,6 +251,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < latency_repeats + 5; ++r) {
       cursor = (cursor + rows) % (pool_rows - rows + 1);
       const uint8_t* input = static_cast<const uint8_t*>(inputs.buffers[0]) + cursor * problem.row_bytes();
+      Spin<<<1, 1, 0, stream>>>(100000);
       CUDA_OK(cudaEventRecord(start, stream));
       CUDA_OK(launcher.Launch(problem, input, rows, values, static_cast<uint32_t*>(slots), stream));
       CUDA_OK(cudaEventRecord(stop, stream));
@@ -243,6 +259,7 @@ int main(int argc, char** argv) {
       float ms = 0;
       CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
       if (r >= 5) kernel_ms.push_back(ms);
+      Spin<<<1, 1, 0, stream>>>(100000);
       CUDA_OK(cudaEventRecord(start, stream));
       CUDA_OK(cudaMemcpyAsync(device_in, host_in, rows * problem.row_bytes(), cudaMemcpyHostToDevice, stream));
       CUDA_OK(launcher.Launch(problem, device_in, rows, values, static_cast<uint32_t*>(slots), stream));
