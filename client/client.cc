@@ -1,0 +1,128 @@
+#include "client/client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace pkserve::client {
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+v1::TopKRequest MakeTopKRequest(std::span<const uint32_t> factor_widths, uint32_t k,
+                                v1::DType dtype, uint32_t rows, std::span<const std::byte> scores,
+                                const std::string& request_id) {
+  v1::TopKRequest request;
+  for (uint32_t width : factor_widths) request.add_factor_widths(width);
+  request.set_k(k);
+  request.set_dtype(dtype);
+  request.set_rows(rows);
+  request.set_scores(reinterpret_cast<const char*>(scores.data()), scores.size());
+  request.set_request_id(request_id);
+  return request;
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  if (options.target.empty()) return absl::InvalidArgumentError("target must not be empty");
+  const std::string& policy = options.load_balancing_policy;
+  if (!policy.empty() && policy != "pick_first" && policy != "round_robin") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "load_balancing_policy must be empty, pick_first or round_robin, got '", policy, "'"));
+  }
+  grpc::ChannelArguments arguments;
+  if (!policy.empty()) arguments.SetLoadBalancingPolicyName(policy);
+  // Answers hold rows x kk x 8 bytes: far past gRPC's default 4 MiB for large requests.
+  arguments.SetMaxReceiveMessageSize(-1);
+  arguments.SetMaxSendMessageSize(-1);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), arguments);
+  if (channel == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot make a channel to '", options.target, "'"));
+  }
+  return std::make_unique<Client>(options, std::move(channel));
+}
+
+Client::Client(const ClientOptions& options, std::shared_ptr<grpc::Channel> channel)
+    : options_(options),
+      channel_(std::move(channel)),
+      stub_(v1::SparseMemory::NewStub(channel_)),
+      health_stub_(grpc::health::v1::Health::NewStub(channel_)) {}
+
+std::unique_ptr<grpc::ClientContext> Client::NewContext(absl::Duration deadline) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  if (deadline != absl::InfiniteDuration()) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  }
+  context->set_wait_for_ready(options_.wait_for_ready);
+  return context;
+}
+
+absl::StatusOr<v1::TopKResponse> Client::TopK(const v1::TopKRequest& request) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext(options_.deadline);
+  v1::TopKResponse response;
+  const grpc::Status status = stub_->TopK(context.get(), request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+std::unique_ptr<TopKStreamSession> Client::OpenStream(absl::Duration deadline) {
+  return std::make_unique<TopKStreamSession>(NewContext(deadline), *stub_);
+}
+
+absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
+  std::unique_ptr<grpc::ClientContext> context = NewContext(options_.deadline);
+  v1::ServerInfo info;
+  const grpc::Status status = stub_->GetServerInfo(context.get(), v1::ServerInfoRequest(), &info);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return info;
+}
+
+absl::StatusOr<ServingStatus> Client::CheckHealth(const std::string& service) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext(options_.deadline);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status = health_stub_->Check(context.get(), request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response.status();
+}
+
+TopKStreamSession::TopKStreamSession(std::unique_ptr<grpc::ClientContext> context,
+                                     v1::SparseMemory::Stub& stub)
+    : context_(std::move(context)), stream_(stub.TopKStream(context_.get())) {}
+
+TopKStreamSession::~TopKStreamSession() {
+  if (!finished_) {
+    context_->TryCancel();
+    Finish().IgnoreError();
+  }
+}
+
+bool TopKStreamSession::Send(const v1::TopKRequest& request) {
+  if (send_closed_) return false;
+  return stream_->Write(request);
+}
+
+bool TopKStreamSession::CloseSend() {
+  if (send_closed_) return true;
+  send_closed_ = true;
+  return stream_->WritesDone();
+}
+
+bool TopKStreamSession::Receive(v1::TopKStreamResponse* response) {
+  return stream_->Read(response);
+}
+
+absl::Status TopKStreamSession::Finish() {
+  if (finished_) return absl::FailedPreconditionError("the stream was already finished");
+  CloseSend();
+  v1::TopKStreamResponse unread;
+  while (stream_->Read(&unread)) {
+  }
+  finished_ = true;
+  return FromGrpcStatus(stream_->Finish());
+}
+
+}  // namespace pkserve::client

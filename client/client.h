@@ -1,0 +1,102 @@
+// The C++ client of pkserve: synchronous TopK, a TopKStream session, GetServerInfo and the
+// standard health check, over one gRPC channel. A Client is thread-safe; share one per process.
+//
+//   absl::StatusOr<std::unique_ptr<pkserve::client::Client>> client =
+//       pkserve::client::Client::Connect({.target = "127.0.0.1:50051"});
+//   absl::StatusOr<pkserve::v1::TopKResponse> response = (*client)->TopK(request);
+//
+// Several servers behind one client: target "ipv4:10.0.0.1:50051,10.0.0.2:50051" with
+// load_balancing_policy "round_robin" spreads calls over all of them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "pkserve/v1/pkserve.grpc.pb.h"
+
+namespace pkserve::client {
+
+struct ClientOptions {
+  // A gRPC target: "host:port", "dns:///name:port", "ipv4:a:p,b:p", "ipv6:[::1]:p", "unix:path".
+  std::string target = "127.0.0.1:50051";
+  // The deadline of each unary call; absl::InfiniteDuration() for none.
+  absl::Duration deadline = absl::Seconds(30);
+  // "" or "pick_first" (one address at a time), or "round_robin" (every address in turn).
+  std::string load_balancing_policy;
+  // Wait for the server to become reachable (within the deadline) instead of failing at once.
+  bool wait_for_ready = false;
+};
+
+// The serving status of a health check, as grpc.health.v1 defines it.
+using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
+
+// A TopKStream call: send requests, receive one answer per request, in order. Send and Receive
+// may run on two different threads (one each); otherwise it is not thread-safe.
+class TopKStreamSession {
+ public:
+  TopKStreamSession(std::unique_ptr<grpc::ClientContext> context, v1::SparseMemory::Stub& stub);
+  ~TopKStreamSession();
+  TopKStreamSession(const TopKStreamSession&) = delete;
+  TopKStreamSession& operator=(const TopKStreamSession&) = delete;
+
+  // False when the stream is broken; Finish() then says why.
+  bool Send(const v1::TopKRequest& request);
+  // Tells the server no more requests come; answers still arrive.
+  bool CloseSend();
+  // The next answer (a result or a StreamError), in request order; false once the server ended
+  // the stream.
+  bool Receive(v1::TopKStreamResponse* response);
+  // Closes the send side if still open, reads any answers left, and returns the stream's status.
+  absl::Status Finish();
+
+ private:
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::TopKRequest, v1::TopKStreamResponse>> stream_;
+  bool send_closed_ = false;
+  bool finished_ = false;
+};
+
+class Client {
+ public:
+  // Creates the channel (it connects lazily, on the first call). Fails only on bad options.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+
+  explicit Client(const ClientOptions& options, std::shared_ptr<grpc::Channel> channel);
+
+  // One request; the server's status (code and message) on failure.
+  absl::StatusOr<v1::TopKResponse> TopK(const v1::TopKRequest& request);
+  // A stream call; `deadline` bounds the whole stream.
+  std::unique_ptr<TopKStreamSession> OpenStream(absl::Duration deadline = absl::InfiniteDuration());
+  absl::StatusOr<v1::ServerInfo> GetServerInfo();
+  // Health of `service`: "" for the server as a whole, or "pkserve.v1.SparseMemory".
+  absl::StatusOr<ServingStatus> CheckHealth(const std::string& service = "");
+
+  grpc::Channel& channel() { return *channel_; }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> NewContext(absl::Duration deadline) const;
+
+  const ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::SparseMemory::Stub> stub_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_stub_;
+};
+
+// A request for `rows` rows of `scores` (little-endian elements of `dtype`, row-major).
+v1::TopKRequest MakeTopKRequest(std::span<const uint32_t> factor_widths, uint32_t k,
+                                v1::DType dtype, uint32_t rows, std::span<const std::byte> scores,
+                                const std::string& request_id = "");
+
+// A gRPC status as an absl::Status (same code, same message).
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+}  // namespace pkserve::client
