@@ -1,7 +1,8 @@
 // The CUDA product-key top-k (../../shared/SPEC.md), bit for bit the CPU implementation's result.
 //
 // One warp computes one row; a block's warps take rows in a grid-stride loop, and all scratch
-// lives in the warp's slice of shared memory. Per factor, the warp streams the factor through a
+// lives in the warp's slice of shared memory. Small batches instead get a block of F warps per row,
+// each ranking one factor, for latency. Per factor, the warp streams the factor through a
 // shared staging buffer in chunks of 1 024 elements (16-byte loads, any element alignment). On the
 // first chunk it takes the maximum of each small group of elements (a group is 2 to 8 elements of
 // one 16-byte block, enough groups to have about 2 kf of them), sorts those maxima with a
@@ -14,8 +15,9 @@
 // list. Each pairing stage walks a per-block table of the staircase (i+1)(j+1) <= n, keeps the
 // candidates whose score key reaches the best corner of an exact n-pair rectangle (at least n
 // candidates do), and sorts the keys (score key << 32 | (i+j) << 8 | i) of the survivors; the first
-// n are SPEC.md's order. The last stage's slots are sorted ascending, their columns decoded by
-// multiplicative inverses, and the values recomputed from the raw row. Sorts of up to 512 keys run
+// n are SPEC.md's order. Running entries carry their factor ranks, so the last stage's slots are
+// sorted ascending with their ranks and the values recomputed from the lists (from the raw row only
+// behind a -inf, which may be a NaN). Sorts of up to 512 keys run
 // in registers (bitonic, shuffles for cross-lane strides); larger sets (ties) first go through a
 // warp radix select in shared memory, so every valid shape and input works, the heavy ones slower.
 #include <cuda_runtime.h>
@@ -115,7 +117,6 @@ struct KernelParams {
   int factors;
   uint32_t width[kMaxFactors];
   uint32_t offset[kMaxFactors];
-  unsigned long long magic[kMaxFactors];  // ceil(2^64 / width), for width >= 2
   uint32_t kk;
   int list_size[kMaxFactors];  // kf[f] = min(k, w[f])
   int kept[kMaxFactors];       // n[f]: kept[0] = kf[0], kept[f] = min(k, kept[f-1] * kf[f])
@@ -128,9 +129,10 @@ struct KernelParams {
   uint32_t warp_bytes;
   int list_capacity;       // entries per factor list and per running list
   uint32_t lists_offset;   // factor lists: F * cap floats, then F * cap columns
-  uint32_t running_offset; // running lists: 2 * cap floats, then 2 * cap slots
+  uint32_t running_offset; // running lists: 2 * cap floats, 2 * cap slots, 2 * cap rank tuples
   uint32_t histogram_offset;
   uint32_t union_offset;   // factor phase: staging, buffer, chosen; stages: candidates, chosen
+  int warps_per_row;       // 1, or F (a block per row)
   int buffer_capacity;     // factor survivor keys
   int candidate_capacity;  // stage survivor keys (>= 512)
 };
@@ -143,6 +145,7 @@ struct WarpMemory {
   uint32_t* list_column;   // [F][cap]
   float* running_value;    // [2][cap]
   uint32_t* running_slot;  // [2][cap]
+  uint32_t* running_ranks; // [2][cap]: factor ranks, 8 bits each
   uint32_t* histogram;     // [256]
   uint8_t* staging;        // factor phase
   Key* buffer;             // factor phase: survivors, then `chosen` for the radix select
@@ -158,6 +161,7 @@ struct WarpMemory {
     list_column = reinterpret_cast<uint32_t*>(list_value + p.factors * cap);
     running_value = reinterpret_cast<float*>(slice + p.running_offset);
     running_slot = reinterpret_cast<uint32_t*>(running_value + 2 * cap);
+    running_ranks = running_slot + 2 * cap;
     histogram = reinterpret_cast<uint32_t*>(slice + p.histogram_offset);
     staging = slice + p.union_offset;
     buffer = reinterpret_cast<Key*>(staging + T::kStagingBytes);
@@ -469,78 +473,112 @@ __device__ __forceinline__ int PairColumn(uint64_t key) {
   return static_cast<int>((key >> 8) & 0x1ffu) - PairRow(key);
 }
 
+// Ranks factors first, first + step, ... of one row into m's lists.
 template <class T>
-__device__ void TopKRow(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
-                        unsigned long long row) {
+__device__ void RankFactors(const KernelParams& p, const WarpMemory<T>& m, const uint8_t* scores,
+                            int first, int step) {
+  const int cap = p.list_capacity;
+  for (int f = first; f < p.factors; f += step) {
+    SelectFactor<T>(scores + size_t{p.offset[f]} * T::kElementBytes, p.width[f], p.list_size[f], p,
+                    m, m.list_value + f * cap, m.list_column + f * cap);
+  }
+}
+
+// The pairing stages and the output of one row, from the ranked factor lists in m. Running-list
+// entries carry their slot so far and their factor ranks (8 bits each), so that the output needs
+// neither a division nor a reload of the row: a value is recomputed from the lists' values, and
+// only a -inf there (a NaN or -inf score) sends it back to the raw element.
+template <class T>
+__device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
+                             const uint8_t* scores, unsigned long long row) {
   constexpr int kBytes = T::kElementBytes;
   const int lane = LaneId();
   const int cap = p.list_capacity;
-  const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
-  for (int f = 0; f < p.factors; ++f) {
-    SelectFactor<T>(scores + size_t{p.offset[f]} * kBytes, p.width[f], p.list_size[f], p, m,
-                    m.list_value + f * cap, m.list_column + f * cap);
-  }
+  for (int r = lane; r < p.list_size[0]; r += 32) m.running_ranks[r] = static_cast<uint32_t>(r);
+  __syncwarp();
   const float* run_value = m.list_value;
   const uint32_t* run_slot = m.list_column;
-  int next = 0;
+  const uint32_t* run_ranks = m.running_ranks;
+  int next = 1;
   const int last = p.factors - 1;
+  uint64_t* order = nullptr;
   for (int f = 1; f <= last; ++f) {
     const uint64_t* selected = SelectStage<T>(p, m, table, f, run_value, f < last);
     const float* factor_value = m.list_value + f * cap;
     const uint32_t* factor_column = m.list_column + f * cap;
-    float* next_value = m.running_value + next * cap;
-    uint32_t* next_slot = m.running_slot + next * cap;
     const int kept = p.kept[f];
     const uint32_t width = p.width[f];
     if (f < last) {
+      float* next_value = m.running_value + next * cap;
+      uint32_t* next_slot = m.running_slot + next * cap;
+      uint32_t* next_ranks = m.running_ranks + next * cap;
       for (int r = lane; r < kept; r += 32) {
         const uint64_t key = selected[r];
         const int i = PairRow(key);
         const int j = PairColumn(key);
         next_value[r] = T::Round(run_value[i] + factor_value[j]);
         next_slot[r] = run_slot[i] * width + factor_column[j];
+        next_ranks[r] = run_ranks[i] | (static_cast<uint32_t>(j) << (8 * f));
       }
+      __syncwarp();
+      run_value = next_value;
+      run_slot = next_slot;
+      run_ranks = next_ranks;
+      next ^= 1;
     } else {
-      // Final slots, ascending: sort their complements descending.
+      // Final slots, ascending: sort (~slot << 32 | ranks) descending, in place (each lane
+      // rewrites only the entries it read).
+      order = const_cast<uint64_t*>(selected);
       for (int r = lane; r < kept; r += 32) {
         const uint64_t key = selected[r];
-        next_slot[r] = ~(run_slot[PairRow(key)] * width + factor_column[PairColumn(key)]);
+        const int i = PairRow(key);
+        const int j = PairColumn(key);
+        const uint32_t slot = run_slot[i] * width + factor_column[j];
+        const uint32_t ranks = run_ranks[i] | (static_cast<uint32_t>(j) << (8 * f));
+        order[r] = (static_cast<uint64_t>(~slot) << 32) | ranks;
       }
+      __syncwarp();
     }
-    __syncwarp();
-    run_value = next_value;
-    run_slot = next_slot;
-    next ^= 1;
   }
-  // run_slot holds the complemented final slots.
-  uint32_t* order = m.running_slot + (next ^ 1) * cap;
   const int kk = static_cast<int>(p.kk);
   SortUpTo512(order, kk, kk);
   uint8_t* values = p.values + row * p.kk * kBytes;
   uint32_t* slots = p.slots + row * p.kk;
   for (int r = lane; r < kk; r += 32) {
-    const uint32_t slot = ~order[r];
-    uint32_t column[kMaxFactors];
-    uint32_t rest = slot;
-    for (int f = last; f >= 1; --f) {
-      const uint32_t w = p.width[f];
-      const uint32_t quotient =
-          w == 1 ? rest : static_cast<uint32_t>(__umul64hi(rest, p.magic[f]));
-      column[f] = rest - quotient * w;
-      rest = quotient;
+    const uint64_t key = order[r];
+    const uint32_t ranks = static_cast<uint32_t>(key);
+    float x[kMaxFactors];
+    bool exact = true;  // every list value is the raw element (no -inf, hence no NaN behind it)
+#pragma unroll
+    for (int f = 0; f < kMaxFactors; ++f) {
+      if (f < p.factors) {
+        x[f] = m.list_value[f * cap + ((ranks >> (8 * f)) & 255u)];
+        exact = exact && x[f] != -INFINITY;
+      }
     }
-    column[0] = rest;
-    float v = T::Load(scores + size_t{p.offset[0] + column[0]} * kBytes);
-    for (int f = 1; f <= last; ++f) {
-      const float x = T::Load(scores + size_t{p.offset[f] + column[f]} * kBytes);
-      v = (f == 1 ? v : T::Round(v)) + x;
+    if (!exact) {
+#pragma unroll
+      for (int f = 0; f < kMaxFactors; ++f) {
+        if (f < p.factors) {
+          const uint32_t column = m.list_column[f * cap + ((ranks >> (8 * f)) & 255u)];
+          x[f] = T::Load(scores + size_t{p.offset[f] + column} * kBytes);
+        }
+      }
+    }
+    float v = x[0] + x[1];
+#pragma unroll
+    for (int f = 2; f < kMaxFactors; ++f) {
+      if (f < p.factors) v = T::Round(v) + x[f];
     }
     T::Store(values + size_t(r) * kBytes, T::Round(v));
-    slots[r] = slot;
+    slots[r] = ~static_cast<uint32_t>(key >> 32);
   }
   __syncwarp();
 }
 
+// p.warps_per_row == 1: each warp computes whole rows in a grid-stride loop.
+// p.warps_per_row == F: a block of F warps computes one row at a time: warp f ranks factor f into
+// warp 0's lists, then warp 0 pairs and writes (lower latency for small batches).
 template <class T>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     TopKKernel(const __grid_constant__ KernelParams p) {
@@ -550,10 +588,26 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   __syncthreads();
   const unsigned warp = threadIdx.x >> 5;
   const unsigned warps = blockDim.x >> 5;
-  const WarpMemory<T> m(p, shared + p.table_bytes + warp * p.warp_bytes);
-  for (unsigned long long row = static_cast<unsigned long long>(blockIdx.x) * warps + warp;
-       row < p.rows; row += static_cast<unsigned long long>(gridDim.x) * warps) {
-    TopKRow<T>(p, m, table, row);
+  constexpr int kBytes = T::kElementBytes;
+  WarpMemory<T> m(p, shared + p.table_bytes + warp * p.warp_bytes);
+  if (p.warps_per_row == 1) {
+    for (unsigned long long row = static_cast<unsigned long long>(blockIdx.x) * warps + warp;
+         row < p.rows; row += static_cast<unsigned long long>(gridDim.x) * warps) {
+      const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
+      RankFactors<T>(p, m, scores, 0, 1);
+      PairAndWrite<T>(p, m, table, scores, row);
+    }
+    return;
+  }
+  const WarpMemory<T> first(p, shared + p.table_bytes);
+  m.list_value = first.list_value;
+  m.list_column = first.list_column;
+  for (unsigned long long row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
+    RankFactors<T>(p, m, scores, static_cast<int>(warp), static_cast<int>(warps));
+    __syncthreads();
+    if (warp == 0) PairAndWrite<T>(p, m, table, scores, row);
+    __syncthreads();
   }
 }
 
@@ -570,9 +624,6 @@ KernelParams MakeParams(const Problem& problem) {
     p.width[f] = problem.widths[f];
     p.offset[f] = problem.offset(f);
     const uint64_t w = problem.widths[f];
-    // ceil(2^64 / w) for w >= 2: floor((2^64 - 1) / w) + 1, exact since w is not a power of
-    // two or, if it is, (2^64 - 1) / w rounds down to 2^64 / w - 1.
-    p.magic[f] = w >= 2 ? (~0ull / w) + 1 : 0;
     p.list_size[f] = static_cast<int>(std::min<uint64_t>(k, w));
   }
   p.kept[0] = p.list_size[0];
@@ -614,7 +665,7 @@ KernelParams MakeParams(const Problem& problem) {
   p.lists_offset = offset;
   offset += RoundUp16(uint64_t(problem.factors) * list_cap * 8);
   p.running_offset = offset;
-  offset += RoundUp16(uint64_t(2) * list_cap * 8);
+  offset += RoundUp16(uint64_t(2) * list_cap * 12);
   p.histogram_offset = offset;
   offset += 256 * 4;
   p.union_offset = offset;
@@ -681,9 +732,12 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   p.values = static_cast<uint8_t*>(values);
   p.slots = slots;
   p.rows = rows;
-  // Few rows: one warp a block spreads them over the multiprocessors; many: four share a block
-  // (and its pair table) in a grid-stride loop sized to what fits on the device at once.
-  const int warps = rows <= static_cast<size_t>(multiprocessors_) * 2 ? 1 : kWarpsPerBlock;
+  // Few rows: a block of F warps per row, one factor per warp, spread over the multiprocessors
+  // (latency). Many: four warps a block, a row per warp, in a grid-stride loop sized to what fits
+  // on the device at once (throughput).
+  const bool block_per_row = rows <= static_cast<size_t>(multiprocessors_) * 2;
+  const int warps = block_per_row ? problem.factors : kWarpsPerBlock;
+  p.warps_per_row = block_per_row ? problem.factors : 1;
   const size_t shared = size_t{p.table_bytes} + static_cast<size_t>(warps) * p.warp_bytes;
   if (shared > shared_per_block_) return cudaErrorInvalidConfiguration;
   const void* kernel = KernelFor(problem.dtype);
@@ -695,7 +749,7 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   const int by_shared = static_cast<int>(shared_per_multiprocessor_ / (shared + 1024));
   const int by_threads = 2048 / (32 * warps);
   const int resident = std::max(1, std::min({by_registers, by_shared, by_threads, 32}));
-  const size_t wanted = (rows + warps - 1) / warps;
+  const size_t wanted = block_per_row ? rows : (rows + warps - 1) / warps;
   const size_t fit = size_t{static_cast<size_t>(resident)} * multiprocessors_;
   const unsigned blocks = static_cast<unsigned>(std::min(wanted, fit));
   void* arguments[] = {&p};

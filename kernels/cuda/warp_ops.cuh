@@ -55,38 +55,53 @@ __device__ __forceinline__ Key KeyMin(Key a, Key b) {
   return a < b ? a : b;
 }
 
-// Bitonic sort of the warp's 32 * E keys, descending. Element index = lane * E + e, so the
-// strides below E compare within a lane and only the larger ones cross lanes (one shuffle per
-// key). Pre: E is a power of two. Post: keys[e] of lane l is the (l * E + e)-th largest.
+// One compare-exchange of a bitonic network inside a lane: keys[e] gets the larger (descending)
+// or the smaller of keys[e] and keys[e + stride], keys[e + stride] the other.
+template <int E, typename Key>
+__device__ __forceinline__ void ExchangeInLane(Key (&keys)[E], int e, int stride, bool descending) {
+  const Key a = keys[e];
+  const Key b = keys[e + stride];
+  keys[e] = descending ? KeyMax(a, b) : KeyMin(a, b);
+  keys[e + stride] = descending ? KeyMin(a, b) : KeyMax(a, b);
+}
+
+// Bitonic sort of the warp's 32 * E keys, descending. Element index = lane * E + e, so strides
+// below E compare within a lane and only the larger ones cross lanes (one shuffle per key). The
+// phases that cross lanes run as loops, not unrolled, to keep the code small: the kernel is bound
+// by instruction fetch when every sort is unrolled at every call site.
+// Pre: E is a power of two. Post: keys[e] of lane l is the (l * E + e)-th largest.
 template <int E, typename Key>
 __device__ __forceinline__ void WarpSortDescending(Key (&keys)[E]) {
   const int lane = LaneId();
+  // Phases of size 2 .. E: within the lane (the direction of size E depends on the lane).
 #pragma unroll
-  for (int size = 2; size <= 32 * E; size <<= 1) {
+  for (int size = 2; size <= E; size <<= 1) {
 #pragma unroll
     for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      if (stride >= E) {
-        const int lane_stride = stride / E;
-        const bool lower = (lane & lane_stride) == 0;
-        // size >= 2 * stride >= 2 * E: the block direction depends on the lane only.
-        const bool descending = ((lane * E) & size) == 0;
-        const bool keep_max = lower == descending;
 #pragma unroll
-        for (int e = 0; e < E; ++e) {
-          const Key other = __shfl_xor_sync(kFullMask, keys[e], lane_stride);
-          keys[e] = keep_max ? KeyMax(keys[e], other) : KeyMin(keys[e], other);
-        }
-      } else {
+      for (int e = 0; e < E; ++e) {
+        if ((e & stride) == 0) ExchangeInLane(keys, e, stride, ((lane * E + e) & size) == 0);
+      }
+    }
+  }
+  // Phases of size 2E .. 32E: strides >= E cross lanes, then the merge finishes in the lane.
+#pragma unroll 1
+  for (int size = 2 * E; size <= 32 * E; size <<= 1) {
+    const bool descending = ((lane * E) & size) == 0;
+#pragma unroll 1
+    for (int lane_stride = size / (2 * E); lane_stride > 0; lane_stride >>= 1) {
+      const bool keep_max = ((lane & lane_stride) == 0) == descending;
 #pragma unroll
-        for (int e = 0; e < E; ++e) {
-          if ((e & stride) == 0) {
-            const bool descending = ((lane * E + e) & size) == 0;
-            const Key a = keys[e];
-            const Key b = keys[e + stride];
-            keys[e] = descending ? KeyMax(a, b) : KeyMin(a, b);
-            keys[e + stride] = descending ? KeyMin(a, b) : KeyMax(a, b);
-          }
-        }
+      for (int e = 0; e < E; ++e) {
+        const Key other = __shfl_xor_sync(kFullMask, keys[e], lane_stride);
+        keys[e] = keep_max ? KeyMax(keys[e], other) : KeyMin(keys[e], other);
+      }
+    }
+#pragma unroll
+    for (int stride = E >> 1; stride > 0; stride >>= 1) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        if ((e & stride) == 0) ExchangeInLane(keys, e, stride, descending);
       }
     }
   }
@@ -139,7 +154,7 @@ __device__ __forceinline__ void LoadLaneKeys(const Key* keys, int count, Key (&o
 // Sorts keys[0..count) descending and writes back the first `keep` of them.
 // Pre: count <= 32 * E, keep <= 32 * E, keys 16-byte aligned, every key > 0.
 template <int E, typename Key>
-__device__ __forceinline__ void SortSharedDescending(Key* keys, int count, int keep) {
+__device__ __noinline__ void SortSharedDescending(Key* keys, int count, int keep) {
   Key lane_keys[E];
   LoadLaneKeys<E>(keys, count, lane_keys);
   __syncwarp();
@@ -170,7 +185,7 @@ __device__ __forceinline__ void SortSharedDescending(Key* keys, int count, int k
 // Pre: keys distinct, 1 <= want <= count; `chosen` has room for `want` keys; `histogram` has 256
 // counters. Both are warp-private shared memory.
 template <typename Key>
-__device__ void WarpRadixSelect(Key* keys, int count, int want, Key* chosen, uint32_t* histogram) {
+__device__ __noinline__ void WarpRadixSelect(Key* keys, int count, int want, Key* chosen, uint32_t* histogram) {
   const int lane = LaneId();
   const unsigned lanes_below = (1u << lane) - 1u;
   int taken = 0;
