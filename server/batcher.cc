@@ -38,6 +38,11 @@ std::optional<absl::Status> DropReason(const Work& work, absl::Time now) {
     return absl::DeadlineExceededError("the deadline passed before the request was computed");
   }
   if (work.is_cancelled && work.is_cancelled()) {
+    // gRPC cancels a call when its deadline passes, on its own clock: a cancellation at (about)
+    // the deadline is the deadline.
+    if (now + absl::Milliseconds(10) >= work.deadline) {
+      return absl::DeadlineExceededError("the deadline passed before the request was computed");
+    }
     return absl::CancelledError("the caller cancelled the request before it was computed");
   }
   return std::nullopt;

@@ -94,6 +94,10 @@ absl::Status ValidateConfig(const ServerConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("--drain_timeout_s must be >= 0, got ",
                                                    absl::ToDoubleSeconds(config.drain_timeout)));
   }
+  if (config.drain_notice < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("--drain_notice_ms must be >= 0, got ",
+                                                   absl::ToInt64Milliseconds(config.drain_notice)));
+  }
   static constexpr absl::string_view kLevels[] = {"trace", "debug", "info",    "warn",
                                                  "error", "critical", "off"};
   if (std::find(std::begin(kLevels), std::end(kLevels), config.log_level) == std::end(kLevels)) {

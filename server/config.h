@@ -35,6 +35,10 @@ struct ServerConfig {
   int64_t max_message_bytes = 64 << 20;  // largest request gRPC accepts
 
   absl::Duration drain_timeout = absl::Seconds(30);  // SIGTERM to exit, at most
+  // How long a draining server keeps answering (NOT_SERVING, UNAVAILABLE) before it closes its
+  // port, so that clients and load balancers move away instead of finding the port gone; part of
+  // drain_timeout.
+  absl::Duration drain_notice = absl::Milliseconds(250);
 
   std::string log_level = "info";
   LogFormat log_format = LogFormat::kText;

@@ -33,6 +33,9 @@ ABSL_FLAG(int64_t, max_message_bytes, 64 << 20,
           "largest request message accepted; larger gets RESOURCE_EXHAUSTED from gRPC");
 ABSL_FLAG(double, drain_timeout_s, 30,
           "on SIGTERM/SIGINT: seconds to answer accepted requests before exiting, at most");
+ABSL_FLAG(int64_t, drain_notice_ms, 250,
+          "while draining, how long the server keeps answering (health NOT_SERVING, new requests "
+          "UNAVAILABLE) before it closes its port; part of --drain_timeout_s");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug (one line per request), info, warn, "
                                           "error, critical or off");
 ABSL_FLAG(std::string, log_format, "text", "text, or json (one object a line)");
@@ -87,6 +90,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   config.max_rows_per_request = absl::GetFlag(FLAGS_max_rows_per_request);
   config.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   config.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  config.drain_notice = absl::Milliseconds(absl::GetFlag(FLAGS_drain_notice_ms));
   config.log_level = absl::GetFlag(FLAGS_log_level);
   absl::StatusOr<LogFormat> format = ParseLogFormat(absl::GetFlag(FLAGS_log_format));
   if (!format.ok()) return format.status();

@@ -98,7 +98,8 @@ void Server::Drain(absl::Duration timeout) {
   absl::MutexLock lock(&drain_mu_);
   if (drained_ || grpc_server_ == nullptr) return;  // drained already, or never started
   drained_ = true;
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time drain_start = absl::Now();
+  const absl::Time deadline = drain_start + timeout;
   spdlog::info("draining: health NOT_SERVING, new requests UNAVAILABLE, up to {}s to answer "
                "accepted requests",
                absl::ToDoubleSeconds(timeout));
@@ -112,6 +113,10 @@ void Server::Drain(absl::Duration timeout) {
     // Batches already computing cannot be interrupted; their answers follow shortly.
     batcher_->WaitIdle(absl::Now() + absl::Seconds(5));
   }
+  // Keep answering UNAVAILABLE for the notice period: callers that learn it now go elsewhere;
+  // calls that reach a port being shut down may instead see gRPC's own CANCELLED.
+  const absl::Time notice_over = std::min(drain_start + config_.drain_notice, deadline);
+  if (absl::Now() < notice_over) absl::SleepFor(notice_over - absl::Now());
   // Every accepted request is answered; give the answers a moment to reach the callers. Calls
   // still open at the deadline are cancelled by gRPC.
   const absl::Time shutdown_by = std::max(deadline, absl::Now() + absl::Milliseconds(500));

@@ -1,9 +1,10 @@
 // One running pkserve: the executor, the batcher, the SparseMemory service, the standard health
 // service and server reflection on a gRPC server. main.cc runs one; tests run several in-process.
 //
-// Shutdown (Drain): health turns NOT_SERVING, new requests get UNAVAILABLE, every accepted request
-// is answered (within the timeout; past it, requests still queued get UNAVAILABLE), open streams
-// finish, then the gRPC server shuts down.
+// Shutdown (Drain): health turns NOT_SERVING, new requests get UNAVAILABLE, open streams finish
+// once their accepted requests are answered, every accepted request is answered (within the
+// timeout; past it, requests still queued get UNAVAILABLE), the server goes on refusing new work
+// until drain_notice has passed since the start, then the gRPC server shuts down.
 #pragma once
 
 #include <memory>

@@ -1,0 +1,326 @@
+// The dynamic batcher on its own, against executors the test controls: when batches go out, what
+// they hold, the queue bound, and the drops before compute.
+#include "server/batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "kernels/testing/random_rows.h"
+#include "server/cpu_executor.h"
+#include "tests/server/test_support.h"
+
+namespace pkserve {
+namespace {
+
+using testing::GatedExecutor;
+using testing::MakeProblem;
+
+// One caller's request with its own buffers, and what the batcher answered.
+class Caller {
+ public:
+  Caller(const pk::Problem& problem, uint32_t rows, uint64_t seed = 1)
+      : problem_(problem), rows_(rows) {
+    std::mt19937_64 engine(seed);
+    scores_ = pk::testing::RandomRows(problem, rows, pk::testing::Distribution::kTies, engine);
+    values_.resize(rows * problem.out_value_bytes());
+    slots_.resize(rows * problem.kk() * sizeof(uint32_t));
+  }
+
+  std::unique_ptr<Work> MakeWork(absl::Time deadline = absl::InfiniteFuture()) {
+    auto work = std::make_unique<Work>();
+    work->problem = problem_;
+    work->rows = rows_;
+    work->scores = scores_;
+    work->values = values_;
+    work->slots = slots_;
+    work->deadline = deadline;
+    work->is_cancelled = [this] { return cancelled_.load(); };
+    work->done = [this](absl::Status status, const WorkTiming& timing) {
+      status_ = std::move(status);
+      timing_ = timing;
+      done_.Notify();
+    };
+    return work;
+  }
+
+  void Cancel() { cancelled_ = true; }
+  bool WaitDone(absl::Duration timeout = absl::Seconds(10)) {
+    return done_.WaitForNotificationWithTimeout(timeout);
+  }
+  bool done() const { return done_.HasBeenNotified(); }
+  const absl::Status& status() const { return status_; }
+  const WorkTiming& timing() const { return timing_; }
+
+  // The answer equals the CPU implementation run on this request alone.
+  void ExpectExact() const {
+    const testing::Expected expected = testing::Reference(problem_, scores_.data(), rows_);
+    EXPECT_EQ(std::memcmp(values_.data(), expected.values.data(), values_.size()), 0)
+        << "values differ from the CPU reference";
+    EXPECT_EQ(std::memcmp(slots_.data(), expected.slots.data(), slots_.size()), 0)
+        << "slots differ from the CPU reference";
+  }
+
+ private:
+  pk::Problem problem_;
+  uint32_t rows_;
+  std::vector<std::byte> scores_;
+  std::vector<std::byte> values_;
+  std::vector<std::byte> slots_;
+  std::atomic<bool> cancelled_{false};
+  absl::Notification done_;
+  absl::Status status_;
+  WorkTiming timing_;
+};
+
+BatcherOptions Options(uint32_t max_batch_rows, absl::Duration delay, uint64_t max_queued_rows) {
+  BatcherOptions options;
+  options.max_batch_rows = max_batch_rows;
+  options.max_queue_delay = delay;
+  options.max_queued_rows = max_queued_rows;
+  options.sweep_interval = absl::Milliseconds(5);
+  return options;
+}
+
+const pk::Problem& Shape() {
+  static const pk::Problem problem = MakeProblem({64, 64}, 8, pk::DType::kFloat32);
+  return problem;
+}
+
+TEST(Batcher, IdleExecutorTakesALoneRequestAtOnce) {
+  pk::Problem problem = Shape();
+  CpuExecutor executor(CpuExecutor::Options{.threads = 1});
+  // A 10 s delay: if the lone request waited for company, the test would time out.
+  Batcher batcher(Options(1024, absl::Seconds(10), 1000), executor);
+  Caller caller(problem, 3);
+  ASSERT_TRUE(batcher.Enqueue(caller.MakeWork()).ok());
+  ASSERT_TRUE(caller.WaitDone(absl::Seconds(2))) << "an idle executor did not take the request";
+  ASSERT_TRUE(caller.status().ok()) << caller.status();
+  EXPECT_EQ(caller.timing().batch_rows, 3u);
+  EXPECT_LT(caller.timing().queue, absl::Seconds(1));
+  caller.ExpectExact();
+}
+
+TEST(Batcher, CoalescesRequestsWhileTheExecutorIsBusy) {
+  GatedExecutor executor(/*max_in_flight=*/1);
+  Batcher batcher(Options(1024, absl::Seconds(10), 1000), executor);
+  Caller first(Shape(), 2, 1), second(Shape(), 5, 2), third(Shape(), 7, 3);
+  ASSERT_TRUE(batcher.Enqueue(first.MakeWork()).ok());
+  ASSERT_TRUE(executor.WaitForSubmitted(1, absl::Seconds(5)));
+  ASSERT_TRUE(batcher.Enqueue(second.MakeWork()).ok());
+  ASSERT_TRUE(batcher.Enqueue(third.MakeWork()).ok());
+  executor.Open();
+  for (Caller* caller : {&first, &second, &third}) {
+    ASSERT_TRUE(caller->WaitDone());
+    ASSERT_TRUE(caller->status().ok()) << caller->status();
+    caller->ExpectExact();
+  }
+  EXPECT_EQ(executor.batch_rows(), (std::vector<size_t>{2, 12}));
+  EXPECT_EQ(second.timing().batch_rows, 12u);
+  EXPECT_EQ(third.timing().batch_rows, 12u);
+}
+
+TEST(Batcher, QueueDelayBoundsTheWaitWhenTheExecutorIsBusy) {
+  // Two batches may be in flight; the first is held, so the executor is busy but has room.
+  GatedExecutor executor(/*max_in_flight=*/2);
+  Batcher batcher(Options(1024, absl::Milliseconds(30), 1000), executor);
+  Caller held(Shape(), 1, 1), waiting(Shape(), 1, 2);
+  ASSERT_TRUE(batcher.Enqueue(held.MakeWork()).ok());
+  ASSERT_TRUE(executor.WaitForSubmitted(1, absl::Seconds(5)));
+  const absl::Time enqueued = absl::Now();
+  ASSERT_TRUE(batcher.Enqueue(waiting.MakeWork()).ok());
+  ASSERT_TRUE(executor.WaitForSubmitted(2, absl::Seconds(5)))
+      << "the second batch did not go out after max_queue_delay";
+  const absl::Duration waited = absl::Now() - enqueued;
+  EXPECT_GE(waited, absl::Milliseconds(25)) << "it went out before the delay ran out";
+  EXPECT_LT(waited, absl::Seconds(2));
+  executor.Open();
+  ASSERT_TRUE(waiting.WaitDone());
+  waiting.ExpectExact();
+}
+
+TEST(Batcher, AFullBatchGoesOutBeforeTheDelay) {
+  GatedExecutor executor(/*max_in_flight=*/2);
+  Batcher batcher(Options(8, absl::Seconds(10), 1000), executor);
+  Caller held(Shape(), 1, 1), full(Shape(), 8, 2);
+  ASSERT_TRUE(batcher.Enqueue(held.MakeWork()).ok());
+  ASSERT_TRUE(executor.WaitForSubmitted(1, absl::Seconds(5)));
+  ASSERT_TRUE(batcher.Enqueue(full.MakeWork()).ok());
+  EXPECT_TRUE(executor.WaitForSubmitted(2, absl::Seconds(2)))
+      << "a full batch waited for max_queue_delay";
+  executor.Open();
+  ASSERT_TRUE(full.WaitDone());
+  full.ExpectExact();
+}
+
+TEST(Batcher, SplitsARequestLargerThanABatch) {
+  CpuExecutor executor(CpuExecutor::Options{.threads = 2});
+  Batcher batcher(Options(5, absl::Milliseconds(1), 1000), executor);
+  Caller big(Shape(), 12);
+  ASSERT_TRUE(batcher.Enqueue(big.MakeWork()).ok());
+  ASSERT_TRUE(big.WaitDone());
+  ASSERT_TRUE(big.status().ok()) << big.status();
+  big.ExpectExact();
+  EXPECT_EQ(big.timing().batch_rows, 5u);
+  EXPECT_EQ(batcher.stats().batches, 3u);
+}
+
+TEST(Batcher, ShapeClassesNeverShareABatch) {
+  GatedExecutor executor(/*max_in_flight=*/1);
+  Batcher batcher(Options(1024, absl::Seconds(10), 1000), executor);
+  const pk::Problem other = MakeProblem({64, 64}, 9, pk::DType::kFloat32);  // k differs
+  const pk::Problem bf16 = MakeProblem({64, 64}, 8, pk::DType::kBFloat16);  // dtype differs
+  Caller first(Shape(), 1, 1), a(Shape(), 2, 2), b(other, 3, 3), c(bf16, 4, 4), d(Shape(), 5, 5);
+  ASSERT_TRUE(batcher.Enqueue(first.MakeWork()).ok());
+  ASSERT_TRUE(executor.WaitForSubmitted(1, absl::Seconds(5)));
+  for (Caller* caller : {&a, &b, &c, &d}) ASSERT_TRUE(batcher.Enqueue(caller->MakeWork()).ok());
+  executor.Open();
+  for (Caller* caller : {&first, &a, &b, &c, &d}) {
+    ASSERT_TRUE(caller->WaitDone());
+    ASSERT_TRUE(caller->status().ok()) << caller->status();
+    caller->ExpectExact();
+  }
+  // Oldest queue first: [first], then a+d (same class), then b, then c.
+  EXPECT_EQ(executor.batch_rows(), (std::vector<size_t>{1, 7, 3, 4}));
+}
+
+TEST(Batcher, QueueFullIsRejectedAtOnceAndCountsOnlyQueuedRows) {
+  GatedExecutor executor(/*max_in_flight=*/1);
+  Batcher batcher(Options(1024, absl::Seconds(10), 10), executor);
+  Caller in_flight(Shape(), 9, 1), queued(Shape(), 6, 2), too_many(Shape(), 5, 3),
+      fits(Shape(), 4, 4);
+  ASSERT_TRUE(batcher.Enqueue(in_flight.MakeWork()).ok());
+  ASSERT_TRUE(executor.WaitForSubmitted(1, absl::Seconds(5)));  // no longer queued
+  ASSERT_TRUE(batcher.Enqueue(queued.MakeWork()).ok());
+  const absl::Status full = batcher.Enqueue(too_many.MakeWork());
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_NE(full.message().find("max_queued_rows"), absl::string_view::npos) << full;
+  EXPECT_FALSE(too_many.done()) << "a rejected work must not be answered by the batcher";
+  EXPECT_TRUE(batcher.Enqueue(fits.MakeWork()).ok());
+  executor.Open();
+  for (Caller* caller : {&in_flight, &queued, &fits}) {
+    ASSERT_TRUE(caller->WaitDone());
+    EXPECT_TRUE(caller->status().ok()) << caller->status();
+  }
+  EXPECT_EQ(batcher.stats().requests_rejected_full, 1u);
+}
+
+TEST(Batcher, ExpiredDeadlineIsDroppedBeforeCompute) {
+  GatedExecutor executor(/*max_in_flight=*/1);
+  Batcher batcher(Options(1024, absl::Seconds(10), 1000), executor);
+  Caller held(Shape(), 1, 1), late(Shape(), 4, 2);
+  ASSERT_TRUE(batcher.Enqueue(held.MakeWork()).ok());
+  ASSERT_TRUE(executor.WaitForSubmitted(1, absl::Seconds(5)));
+  ASSERT_TRUE(batcher.Enqueue(late.MakeWork(absl::Now() + absl::Milliseconds(30))).ok());
+  // Answered while the executor is still held: the sweep dropped it, it never ran.
+  ASSERT_TRUE(late.WaitDone(absl::Seconds(5)));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
+  executor.Open();
+  ASSERT_TRUE(held.WaitDone());
+  EXPECT_EQ(executor.rows_computed(), 1u) << "the expired request's rows were computed";
+  EXPECT_EQ(batcher.stats().requests_dropped_deadline, 1u);
+}
+
+TEST(Batcher, AlreadyExpiredDeadlineIsRefusedAtEnqueue) {
+  CpuExecutor executor(CpuExecutor::Options{.threads = 1});
+  Batcher batcher(Options(1024, absl::Milliseconds(1), 1000), executor);
+  Caller caller(Shape(), 1);
+  const absl::Status status = batcher.Enqueue(caller.MakeWork(absl::Now() - absl::Seconds(1)));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+}
+
+TEST(Batcher, CancelledCallerIsDroppedBeforeCompute) {
+  GatedExecutor executor(/*max_in_flight=*/1);
+  Batcher batcher(Options(1024, absl::Seconds(10), 1000), executor);
+  Caller held(Shape(), 1, 1), gone(Shape(), 4, 2);
+  ASSERT_TRUE(batcher.Enqueue(held.MakeWork()).ok());
+  ASSERT_TRUE(executor.WaitForSubmitted(1, absl::Seconds(5)));
+  ASSERT_TRUE(batcher.Enqueue(gone.MakeWork()).ok());
+  gone.Cancel();
+  ASSERT_TRUE(gone.WaitDone(absl::Seconds(5)));
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kCancelled) << gone.status();
+  executor.Open();
+  ASSERT_TRUE(held.WaitDone());
+  EXPECT_EQ(executor.rows_computed(), 1u);
+  EXPECT_EQ(batcher.stats().requests_dropped_cancelled, 1u);
+}
+
+TEST(Batcher, ExecutorFailureReachesEveryRequestOfTheBatch) {
+  GatedExecutor executor(/*max_in_flight=*/1, /*open=*/true);
+  executor.FailWith(absl::InternalError("device fell off the bus"));
+  Batcher batcher(Options(1024, absl::Milliseconds(1), 1000), executor);
+  Caller caller(Shape(), 2);
+  ASSERT_TRUE(batcher.Enqueue(caller.MakeWork()).ok());
+  ASSERT_TRUE(caller.WaitDone());
+  EXPECT_EQ(caller.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(caller.status().message(), "device fell off the bus");
+}
+
+TEST(Batcher, StopAcceptingThenEveryAcceptedRequestIsAnswered) {
+  GatedExecutor executor(/*max_in_flight=*/1);
+  Batcher batcher(Options(1024, absl::Seconds(10), 1000), executor);
+  Caller a(Shape(), 1, 1), b(Shape(), 2, 2), refused(Shape(), 1, 3);
+  ASSERT_TRUE(batcher.Enqueue(a.MakeWork()).ok());
+  ASSERT_TRUE(batcher.Enqueue(b.MakeWork()).ok());
+  batcher.StopAccepting();
+  EXPECT_EQ(batcher.Enqueue(refused.MakeWork()).code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(batcher.WaitIdle(absl::Now() + absl::Milliseconds(20)));
+  executor.Open();
+  EXPECT_TRUE(batcher.WaitIdle(absl::Now() + absl::Seconds(10)));
+  EXPECT_TRUE(a.done() && a.status().ok());
+  EXPECT_TRUE(b.done() && b.status().ok());
+}
+
+TEST(Batcher, CancelQueuedAnswersWhatNeverReachedTheExecutor) {
+  GatedExecutor executor(/*max_in_flight=*/1);
+  Batcher batcher(Options(1024, absl::Seconds(10), 1000), executor);
+  Caller held(Shape(), 1, 1), queued(Shape(), 2, 2);
+  ASSERT_TRUE(batcher.Enqueue(held.MakeWork()).ok());
+  ASSERT_TRUE(executor.WaitForSubmitted(1, absl::Seconds(5)));
+  ASSERT_TRUE(batcher.Enqueue(queued.MakeWork()).ok());
+  batcher.CancelQueued(absl::UnavailableError("shutting down"));
+  ASSERT_TRUE(queued.WaitDone());
+  EXPECT_EQ(queued.status().code(), absl::StatusCode::kUnavailable);
+  executor.Open();
+  ASSERT_TRUE(held.WaitDone());
+  EXPECT_TRUE(held.status().ok());
+}
+
+TEST(Batcher, ManyThreadsManyShapesAllExact) {
+  CpuExecutor executor(CpuExecutor::Options{.threads = 2});
+  Batcher batcher(Options(64, absl::Microseconds(200), 100000), executor);
+  const std::vector<pk::Problem> shapes = {
+      MakeProblem({64, 64}, 8, pk::DType::kFloat32),
+      MakeProblem({100, 30}, 5, pk::DType::kBFloat16),
+      MakeProblem({16, 16, 16}, 32, pk::DType::kFloat32),
+  };
+  std::vector<std::unique_ptr<Caller>> callers;
+  std::mt19937_64 engine(7);
+  for (int i = 0; i < 300; ++i) {
+    callers.push_back(std::make_unique<Caller>(shapes[engine() % shapes.size()],
+                                               1 + static_cast<uint32_t>(engine() % 40), i));
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < callers.size(); i += 6) {
+        ASSERT_TRUE(batcher.Enqueue(callers[i]->MakeWork()).ok());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const auto& caller : callers) {
+    ASSERT_TRUE(caller->WaitDone());
+    ASSERT_TRUE(caller->status().ok()) << caller->status();
+    caller->ExpectExact();
+  }
+  EXPECT_LT(batcher.stats().batches, callers.size()) << "nothing was batched together";
+}
+
+}  // namespace
+}  // namespace pkserve
