@@ -198,20 +198,28 @@ __device__ void BuildPairTables(const KernelParams& p, uint16_t* table) {
 // aligned at `window`), marking bytes outside [begin, end) invalid. Pre: begin, end and 16 * b are
 // offsets in the window; elements are aligned to their size.
 template <class T>
+__device__ __noinline__ uint4 LoadPartialBlock(const uint8_t* window, int first, int begin, int end);
+
+template <class T>
 __device__ __forceinline__ void LoadBlock(const uint8_t* window, int b, int begin, int end,
                                           uint32_t (&block)[4]) {
   const int first = b * 16;
-  if (first >= begin && first + 16 <= end) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(window + first));
-    block[0] = v.x;
-    block[1] = v.y;
-    block[2] = v.z;
-    block[3] = v.w;
-    return;
-  }
+  const uint4 v = first >= begin && first + 16 <= end
+                      ? __ldg(reinterpret_cast<const uint4*>(window + first))
+                      : LoadPartialBlock<T>(window, first, begin, end);
+  block[0] = v.x;
+  block[1] = v.y;
+  block[2] = v.z;
+  block[3] = v.w;
+}
+
+// The block at byte `first` of the window with the elements outside [begin, end) invalid (rare:
+// the first and last block of a chunk that does not start or end on 16 bytes).
+template <class T>
+__device__ __noinline__ uint4 LoadPartialBlock(const uint8_t* window, int first, int begin, int end) {
+  uint32_t block[4];
 #pragma unroll
   for (int w = 0; w < 4; ++w) block[w] = T::kInvalidWord;
-  if (first + 16 <= begin || first >= end) return;
   if constexpr (T::kElementBytes == 4) {
 #pragma unroll
     for (int h = 0; h < 4; ++h) {
@@ -229,6 +237,7 @@ __device__ __forceinline__ void LoadBlock(const uint8_t* window, int b, int begi
       }
     }
   }
+  return make_uint4(block[0], block[1], block[2], block[3]);
 }
 
 // The valid elements of block `b` as bits [0, kPerBlock): elements whose bytes lie in
@@ -590,24 +599,23 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const unsigned warps = blockDim.x >> 5;
   constexpr int kBytes = T::kElementBytes;
   WarpMemory<T> m(p, shared + p.table_bytes + warp * p.warp_bytes);
-  if (p.warps_per_row == 1) {
-    for (unsigned long long row = static_cast<unsigned long long>(blockIdx.x) * warps + warp;
-         row < p.rows; row += static_cast<unsigned long long>(gridDim.x) * warps) {
-      const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
-      RankFactors<T>(p, m, scores, 0, 1);
-      PairAndWrite<T>(p, m, table, scores, row);
-    }
-    return;
+  // One code path for both modes (the kernel is sensitive to its code size).
+  const bool block_per_row = p.warps_per_row > 1;
+  unsigned long long row = block_per_row ? blockIdx.x : static_cast<unsigned long long>(blockIdx.x) * warps + warp;
+  const unsigned long long row_step = block_per_row ? gridDim.x : static_cast<unsigned long long>(gridDim.x) * warps;
+  const int first_factor = block_per_row ? static_cast<int>(warp) : 0;
+  const int factor_step = block_per_row ? static_cast<int>(warps) : 1;
+  if (block_per_row) {
+    const WarpMemory<T> first(p, shared + p.table_bytes);
+    m.list_value = first.list_value;
+    m.list_column = first.list_column;
   }
-  const WarpMemory<T> first(p, shared + p.table_bytes);
-  m.list_value = first.list_value;
-  m.list_column = first.list_column;
-  for (unsigned long long row = blockIdx.x; row < p.rows; row += gridDim.x) {
+  for (; row < p.rows; row += row_step) {
     const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
-    RankFactors<T>(p, m, scores, static_cast<int>(warp), static_cast<int>(warps));
-    __syncthreads();
-    if (warp == 0) PairAndWrite<T>(p, m, table, scores, row);
-    __syncthreads();
+    RankFactors<T>(p, m, scores, first_factor, factor_step);
+    if (block_per_row) __syncthreads();
+    if (!block_per_row || warp == 0) PairAndWrite<T>(p, m, table, scores, row);
+    if (block_per_row) __syncthreads();
   }
 }
 

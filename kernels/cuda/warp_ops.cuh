@@ -65,48 +65,6 @@ __device__ __forceinline__ void ExchangeInLane(Key (&keys)[E], int e, int stride
   keys[e + stride] = descending ? KeyMin(a, b) : KeyMax(a, b);
 }
 
-// Bitonic sort of the warp's 32 * E keys, descending. Element index = lane * E + e, so strides
-// below E compare within a lane and only the larger ones cross lanes (one shuffle per key). The
-// phases that cross lanes run as loops, not unrolled, to keep the code small: the kernel is bound
-// by instruction fetch when every sort is unrolled at every call site.
-// Pre: E is a power of two. Post: keys[e] of lane l is the (l * E + e)-th largest.
-template <int E, typename Key>
-__device__ __forceinline__ void WarpSortDescending(Key (&keys)[E]) {
-  const int lane = LaneId();
-  // Phases of size 2 .. E: within the lane (the direction of size E depends on the lane).
-#pragma unroll
-  for (int size = 2; size <= E; size <<= 1) {
-#pragma unroll
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        if ((e & stride) == 0) ExchangeInLane(keys, e, stride, ((lane * E + e) & size) == 0);
-      }
-    }
-  }
-  // Phases of size 2E .. 32E: strides >= E cross lanes, then the merge finishes in the lane.
-#pragma unroll 1
-  for (int size = 2 * E; size <= 32 * E; size <<= 1) {
-    const bool descending = ((lane * E) & size) == 0;
-#pragma unroll 1
-    for (int lane_stride = size / (2 * E); lane_stride > 0; lane_stride >>= 1) {
-      const bool keep_max = ((lane & lane_stride) == 0) == descending;
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        const Key other = __shfl_xor_sync(kFullMask, keys[e], lane_stride);
-        keys[e] = keep_max ? KeyMax(keys[e], other) : KeyMin(keys[e], other);
-      }
-    }
-#pragma unroll
-    for (int stride = E >> 1; stride > 0; stride >>= 1) {
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        if ((e & stride) == 0) ExchangeInLane(keys, e, stride, descending);
-      }
-    }
-  }
-}
-
 // Unpacks / packs one 16-byte vector as keys (4 uint32 or 2 uint64), keeping them in registers.
 template <typename Key>
 __device__ __forceinline__ void FromVector(uint4 v, Key* out) {
@@ -128,6 +86,82 @@ __device__ __forceinline__ uint4 ToVector(const Key* in) {
   } else {
     return make_uint4(static_cast<uint32_t>(in[0]), static_cast<uint32_t>(in[0] >> 32),
                       static_cast<uint32_t>(in[1]), static_cast<uint32_t>(in[1] >> 32));
+  }
+}
+
+// Stores / loads the E keys of lane `owner` at exchange[owner * E ..], 16 bytes at a time where
+// they fill whole vectors. Pre: exchange 16-byte aligned.
+template <int E, typename Key>
+__device__ __forceinline__ void StoreLaneKeys(Key* exchange, int owner, const Key (&in)[E]) {
+  constexpr int kPerVector = 16 / sizeof(Key);
+  if constexpr (E % kPerVector == 0) {
+    uint4* vectors = reinterpret_cast<uint4*>(exchange + owner * E);
+#pragma unroll
+    for (int v = 0; v < E / kPerVector; ++v) vectors[v] = ToVector(in + v * kPerVector);
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; ++e) exchange[owner * E + e] = in[e];
+  }
+}
+
+template <int E, typename Key>
+__device__ __forceinline__ void LoadOwnerKeys(const Key* exchange, int owner, Key (&out)[E]) {
+  constexpr int kPerVector = 16 / sizeof(Key);
+  if constexpr (E % kPerVector == 0) {
+    const uint4* vectors = reinterpret_cast<const uint4*>(exchange + owner * E);
+#pragma unroll
+    for (int v = 0; v < E / kPerVector; ++v) FromVector(vectors[v], out + v * kPerVector);
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; ++e) out[e] = exchange[owner * E + e];
+  }
+}
+
+// Bitonic sort of the warp's 32 * E keys, descending. Element index = lane * E + e, so strides
+// below E compare within a lane; the larger ones exchange the lanes' keys through `exchange`
+// (shared memory, one vector store and load per lane instead of a shuffle per key). The phases
+// that cross lanes run as loops, not unrolled, to keep the code small: the kernel is bound by
+// instruction fetch when every sort is unrolled at every call site.
+// Pre: E is a power of two; exchange holds 32 * E keys, 16-byte aligned, warp-private.
+// Post: keys[e] of lane l is the (l * E + e)-th largest.
+template <int E, typename Key>
+__device__ __forceinline__ void WarpSortDescending(Key (&keys)[E], Key* exchange) {
+  const int lane = LaneId();
+  // Phases of size 2 .. E: within the lane (the direction of size E depends on the lane).
+#pragma unroll
+  for (int size = 2; size <= E; size <<= 1) {
+#pragma unroll
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        if ((e & stride) == 0) ExchangeInLane(keys, e, stride, ((lane * E + e) & size) == 0);
+      }
+    }
+  }
+  // Phases of size 2E .. 32E: strides >= E cross lanes, then the merge finishes in the lane.
+#pragma unroll 1
+  for (int size = 2 * E; size <= 32 * E; size <<= 1) {
+    const bool descending = ((lane * E) & size) == 0;
+#pragma unroll 1
+    for (int lane_stride = size / (2 * E); lane_stride > 0; lane_stride >>= 1) {
+      const bool keep_max = ((lane & lane_stride) == 0) == descending;
+      StoreLaneKeys<E>(exchange, lane, keys);
+      __syncwarp();
+      Key other[E];
+      LoadOwnerKeys<E>(exchange, lane ^ lane_stride, other);
+      __syncwarp();
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        keys[e] = keep_max ? KeyMax(keys[e], other[e]) : KeyMin(keys[e], other[e]);
+      }
+    }
+#pragma unroll
+    for (int stride = E >> 1; stride > 0; stride >>= 1) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        if ((e & stride) == 0) ExchangeInLane(keys, e, stride, descending);
+      }
+    }
   }
 }
 
@@ -158,7 +192,7 @@ __device__ __noinline__ void SortSharedDescending(Key* keys, int count, int keep
   Key lane_keys[E];
   LoadLaneKeys<E>(keys, count, lane_keys);
   __syncwarp();
-  WarpSortDescending<E>(lane_keys);
+  WarpSortDescending<E>(lane_keys, keys);
   const int first = LaneId() * E;
   constexpr int kPerVector = 16 / sizeof(Key);
   bool stored = false;
