@@ -457,18 +457,43 @@ __device__ const uint64_t* SelectStage(const KernelParams& p, const WarpMemory<T
       above += __popc(__ballot_sync(kFullMask, c < count && score_key > cut));
       at_cut += __popc(__ballot_sync(kFullMask, c < count && score_key == cut));
     }
-    if (above + at_cut == kept) {
+    // `need` of the `at_cut` candidates scoring exactly `cut` belong: all of them when no tie
+    // straddles the cut, else those first by (i + j, i), ranked by counting when they are few.
+    const int need = kept - above;
+    if (need == at_cut || at_cut <= 32) {
       uint64_t* selected = m.candidates_chosen;
+      // The score keys are read (cut); their room holds the ties.
+      uint64_t* tied = reinterpret_cast<uint64_t*>(m.scores);
       int taken = 0;
+      int ties = 0;
       for (int base = 0; base < count; base += 32) {
         const int c = base + lane;
         const uint64_t key = c < count ? m.candidates[c] : 0u;
-        const bool in = c < count && static_cast<uint32_t>(key >> 32) >= cut;
+        const uint32_t score_key = static_cast<uint32_t>(key >> 32);
+        const bool in = c < count && (score_key > cut || (need == at_cut && score_key == cut));
+        const bool tie = c < count && need != at_cut && score_key == cut;
         const unsigned chosen = __ballot_sync(kFullMask, in);
+        const unsigned tie_mask = __ballot_sync(kFullMask, tie);
         if (in) selected[taken + __popc(chosen & lanes_below)] = key;
+        if (tie) tied[ties + __popc(tie_mask & lanes_below)] = key;
         taken += __popc(chosen);
+        ties += __popc(tie_mask);
       }
       __syncwarp();
+      if (need != at_cut) {
+        // Lane l ranks tie l among the ties (keys distinct); the first `need` join.
+        bool join = false;
+        uint64_t mine = 0;
+        if (lane < ties) {
+          mine = tied[lane];
+          int rank = 0;
+          for (int t = 0; t < ties; ++t) rank += tied[t] > mine ? 1 : 0;
+          join = rank < need;
+        }
+        const unsigned joining = __ballot_sync(kFullMask, join);
+        if (join) selected[taken + __popc(joining & lanes_below)] = mine;
+        __syncwarp();
+      }
       if (ordered) SortUpTo512(selected, kept, kept);
       return selected;
     }

@@ -117,6 +117,33 @@ __device__ __forceinline__ void LoadOwnerKeys(const Key* exchange, int owner, Ke
   }
 }
 
+// One merge phase of size >= 2E of the bitonic sort: the strides >= E exchange keys with the lane
+// `stride / E` away through `exchange`, the smaller strides finish within the lane.
+template <int E, typename Key>
+__device__ __forceinline__ void CrossLanePhase(Key (&keys)[E], Key* exchange, int size, int lane) {
+  const bool descending = ((lane * E) & size) == 0;
+#pragma unroll
+  for (int lane_stride = size / (2 * E); lane_stride > 0; lane_stride >>= 1) {
+    const bool keep_max = ((lane & lane_stride) == 0) == descending;
+    StoreLaneKeys<E>(exchange, lane, keys);
+    __syncwarp();
+    Key other[E];
+    LoadOwnerKeys<E>(exchange, lane ^ lane_stride, other);
+    __syncwarp();
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      keys[e] = keep_max ? KeyMax(keys[e], other[e]) : KeyMin(keys[e], other[e]);
+    }
+  }
+#pragma unroll
+  for (int stride = E >> 1; stride > 0; stride >>= 1) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      if ((e & stride) == 0) ExchangeInLane(keys, e, stride, descending);
+    }
+  }
+}
+
 // Bitonic sort of the warp's 32 * E keys, descending. Element index = lane * E + e, so strides
 // below E compare within a lane; the larger ones exchange the lanes' keys through `exchange`
 // (shared memory, one vector store and load per lane instead of a shuffle per key). The phases
@@ -139,28 +166,16 @@ __device__ __forceinline__ void WarpSortDescending(Key (&keys)[E], Key* exchange
     }
   }
   // Phases of size 2E .. 32E: strides >= E cross lanes, then the merge finishes in the lane.
-#pragma unroll 1
-  for (int size = 2 * E; size <= 32 * E; size <<= 1) {
-    const bool descending = ((lane * E) & size) == 0;
-#pragma unroll 1
-    for (int lane_stride = size / (2 * E); lane_stride > 0; lane_stride >>= 1) {
-      const bool keep_max = ((lane & lane_stride) == 0) == descending;
-      StoreLaneKeys<E>(exchange, lane, keys);
-      __syncwarp();
-      Key other[E];
-      LoadOwnerKeys<E>(exchange, lane ^ lane_stride, other);
-      __syncwarp();
+  // Unrolled for small E (the hot sorts); loops for large E keep the code small.
+  if constexpr (E <= 4) {
 #pragma unroll
-      for (int e = 0; e < E; ++e) {
-        keys[e] = keep_max ? KeyMax(keys[e], other[e]) : KeyMin(keys[e], other[e]);
-      }
+    for (int size = 2 * E; size <= 32 * E; size <<= 1) {
+      CrossLanePhase<E>(keys, exchange, size, lane);
     }
-#pragma unroll
-    for (int stride = E >> 1; stride > 0; stride >>= 1) {
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        if ((e & stride) == 0) ExchangeInLane(keys, e, stride, descending);
-      }
+  } else {
+#pragma unroll 1
+    for (int size = 2 * E; size <= 32 * E; size <<= 1) {
+      CrossLanePhase<E>(keys, exchange, size, lane);
     }
   }
 }
