@@ -322,9 +322,14 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
           GroupMaxima<T, T::kMaxGroupsPerBlock>(data, lane, blocks, m.maxima);
         }
         __syncwarp();
-        SelectTopSorted<uint32_t>(m.maxima, groups, kf, nullptr, nullptr);
-        const uint32_t kth = m.maxima[kf - 1];
-        __syncwarp();
+        uint32_t kth;
+        if (groups <= 128) {
+          SelectTopSorted<uint32_t>(m.maxima, groups, kf, nullptr, nullptr);
+          kth = m.maxima[kf - 1];
+          __syncwarp();
+        } else {
+          kth = WarpKthLargest(m.maxima, groups, kf, m.histogram);
+        }
         if (kth > OrderedKey(-INFINITY)) threshold = KeyToFloat(kth);
       }
     }
@@ -613,8 +618,13 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
 // p.warps_per_row == 1: each warp computes whole rows in a grid-stride loop.
 // p.warps_per_row == F: a block of F warps computes one row at a time: warp f ranks factor f into
 // warp 0's lists, then warp 0 pairs and writes (lower latency for small batches).
+// Blocks of 4 warps a multiprocessor should hold (registers are capped to fit them).
+#ifndef PK_CUDA_MIN_BLOCKS
+#define PK_CUDA_MIN_BLOCKS 4
+#endif
+
 template <class T>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, PK_CUDA_MIN_BLOCKS)
     TopKKernel(const __grid_constant__ KernelParams p) {
   extern __shared__ __align__(16) uint8_t shared[];
   uint16_t* table = reinterpret_cast<uint16_t*>(shared);

@@ -298,6 +298,53 @@ __device__ __noinline__ void WarpRadixSelect(Key* keys, int count, int want, Key
   __syncwarp();
 }
 
+// The k-th largest of keys[0..count) (duplicates allowed), by a most-significant-byte radix count
+// that narrows a prefix instead of moving keys. Cheaper than sorting when count is large.
+// Pre: 1 <= k <= count; `histogram` has 256 counters (warp-private shared memory).
+__device__ __noinline__ inline uint32_t WarpKthLargest(const uint32_t* keys, int count, int k,
+                                                       uint32_t* histogram) {
+  const int lane = LaneId();
+  uint32_t prefix = 0;
+  uint32_t known = 0;  // bits of the answer fixed so far
+  int wanted = k;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = lane; b < 256; b += 32) histogram[b] = 0;
+    __syncwarp();
+    for (int i = lane; i < count; i += 32) {
+      const uint32_t key = keys[i];
+      if ((key & known) == prefix) atomicAdd(&histogram[(key >> shift) & 255u], 1u);
+    }
+    __syncwarp();
+    int local = 0;
+#pragma unroll
+    for (int b = 0; b < 8; ++b) local += static_cast<int>(histogram[lane * 8 + b]);
+    const int above_mine = WarpSuffixSum(local) - local;
+    int bin = -1;
+    int above = 0;
+    if (above_mine < wanted && above_mine + local >= wanted) {
+      int acc = above_mine;
+      for (int b = 7; b >= 0; --b) {
+        const int h = static_cast<int>(histogram[lane * 8 + b]);
+        if (acc + h >= wanted) {
+          bin = lane * 8 + b;
+          above = acc;
+          break;
+        }
+        acc += h;
+      }
+    }
+    const unsigned owner = __ballot_sync(kFullMask, bin >= 0);
+    const int source = __ffs(static_cast<int>(owner)) - 1;
+    bin = __shfl_sync(kFullMask, bin, source);
+    above = __shfl_sync(kFullMask, above, source);
+    __syncwarp();
+    prefix |= static_cast<uint32_t>(bin) << shift;
+    known |= 255u << shift;
+    wanted -= above;
+  }
+  return prefix;
+}
+
 // Sorts the `keep` largest of keys[0..count) descending into keys[0..keep).
 // Pre: keys distinct and > 0, 1 <= keep <= min(count, 256), keys 16-byte aligned; `chosen` has room
 // for `keep` keys and `histogram` for 256 counters (used only when count > 512).
