@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/server/test_support.h"
 
@@ -126,6 +127,29 @@ TEST_F(LifecycleTest, ADeadlineThatPassesInTheQueueIsDroppedBeforeCompute) {
   ASSERT_TRUE(held_result.status.ok()) << held_result.status.error_message();
   EXPECT_EQ(CheckResponse(held, held_result.response), "");
   EXPECT_EQ(gate_->rows_computed(), 3u) << "the expired request's rows were computed";
+}
+
+TEST_F(LifecycleTest, ACancelledStreamsQueuedRequestsAreDroppedAndTheServerGoesOn) {
+  Start(LoopbackConfig());
+  {
+    grpc::ClientContext context;
+    auto stream = stub_->TopKStream(&context);
+    for (int i = 0; i < 6; ++i) {
+      ASSERT_TRUE(stream->Write(RandomRequest(problem_, 2, engine_, absl::StrCat("s", i))));
+    }
+    ASSERT_TRUE(Eventually([&] { return server_->batcher_stats().requests_accepted == 6; }));
+    context.TryCancel();
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // The first request is held in the executor; the five queued behind it are dropped unrun.
+  EXPECT_TRUE(Eventually([&] { return server_->batcher_stats().requests_dropped_cancelled == 5; }))
+      << "dropped " << server_->batcher_stats().requests_dropped_cancelled;
+  gate_->Open();
+  const v1::TopKRequest after = RandomRequest(problem_, 3, engine_, "after");
+  const CallResult result = CallAsync(after).get();
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  EXPECT_EQ(CheckResponse(after, result.response), "");
+  EXPECT_EQ(gate_->rows_computed(), 2u + 3u);
 }
 
 TEST_F(LifecycleTest, DrainTurnsHealthNotServingRefusesNewWorkAndAnswersAcceptedWork) {
