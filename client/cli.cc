@@ -39,8 +39,7 @@ constexpr OptionSpec kConnectionOptions[] = {
 constexpr OptionSpec kTopKOptions[] = {
     {"widths", "W0,W1[,W2[,W3]]", nullptr, "factor widths, e.g. 1024,1024 (required)"},
     {"k", "K", "32", "slots per row, 1..256"},
-    {"dtype", "TYPE", nullptr,
-     "float32 or bfloat16 (default: the type of --input, else float32)"},
+    {"dtype", "TYPE", nullptr, "float32 or bfloat16 (default: the type of --input, else float32)"},
     {"input", "FILE.npy", nullptr,
      "score rows [rows, sum(widths)] (or one row [sum(widths)]): '<f4' float32, or bfloat16 "
      "bit patterns as '<u2'"},
@@ -62,7 +61,8 @@ constexpr char kUsage[] =
     "usage: pkserve-cli <command> [options]\n"
     "\n"
     "commands:\n"
-    "  topk    top-k slots of score rows (from a .npy file, or random), printed or written to .npy\n"
+    "  topk    top-k slots of score rows (from a .npy file, or random), printed or written to "
+    ".npy\n"
     "  info    the server's version, backend, devices, limits and batching settings\n"
     "  health  the server's health (exit status 0 when SERVING)\n"
     "\n"
@@ -88,9 +88,9 @@ absl::StatusOr<Connection> ConnectFromOptions(const ParsedOptions& options) {
   client_options.target = options.get("target");
   int64_t deadline_ms = 0;
   if (!absl::SimpleAtoi(options.get("deadline_ms"), &deadline_ms) || deadline_ms <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--deadline_ms must be a positive number of milliseconds, got '",
-        options.get("deadline_ms"), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--deadline_ms must be a positive number of milliseconds, got '",
+                     options.get("deadline_ms"), "'"));
   }
   client_options.deadline = absl::Milliseconds(deadline_ms);
   client_options.load_balancing_policy = options.get("lb_policy");
@@ -138,9 +138,9 @@ absl::StatusOr<Rows> LoadRows(const ParsedOptions& options, uint32_t row_width) 
     if (array->descr == "<f4") file_dtype = "float32";
     if (array->descr == "<u2") file_dtype = "bfloat16";
     if (file_dtype.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          options.get("input"), ": dtype '", array->descr,
-          "' is neither float32 ('<f4') nor bfloat16 bit patterns ('<u2')"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(options.get("input"), ": dtype '", array->descr,
+                       "' is neither float32 ('<f4') nor bfloat16 bit patterns ('<u2')"));
     }
     if (!dtype_name.empty() && dtype_name != file_dtype) {
       return absl::InvalidArgumentError(absl::StrCat("--dtype=", dtype_name, " but ",
@@ -150,9 +150,9 @@ absl::StatusOr<Rows> LoadRows(const ParsedOptions& options, uint32_t row_width) 
     const std::vector<uint64_t>& shape = array->shape;
     const uint64_t width = shape.empty() ? 0 : shape.back();
     if (shape.empty() || shape.size() > 2 || width != row_width) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          options.get("input"), ": shape (", absl::StrJoin(shape, ", "),
-          ") is not [rows, sum(widths) = ", row_width, "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(options.get("input"), ": shape (", absl::StrJoin(shape, ", "),
+                       ") is not [rows, sum(widths) = ", row_width, "]"));
     }
     rows.rows = static_cast<uint32_t>(shape.size() == 2 ? shape[0] : 1);
     rows.scores = std::move(array->data);
@@ -160,8 +160,8 @@ absl::StatusOr<Rows> LoadRows(const ParsedOptions& options, uint32_t row_width) 
     uint32_t count = 0;
     uint64_t seed = 0;
     if (!absl::SimpleAtoi(options.get("random_rows"), &count) || count == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--random_rows must be a positive count, got '",
-                                                     options.get("random_rows"), "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--random_rows must be a positive count, got '", options.get("random_rows"), "'"));
     }
     if (!absl::SimpleAtoi(options.get("seed"), &seed)) {
       return absl::InvalidArgumentError(
@@ -200,8 +200,8 @@ absl::StatusOr<v1::TopKResponse> TopKOverStream(Client& client, const v1::TopKRe
       v1::TopKRequest request = whole;
       request.set_rows(1);
       request.set_scores(whole.scores().substr(row * row_bytes, row_bytes));
-      request.set_request_id(absl::StrCat(whole.request_id(), whole.request_id().empty() ? "" : "/",
-                                          "row", row));
+      request.set_request_id(
+          absl::StrCat(whole.request_id(), whole.request_id().empty() ? "" : "/", "row", row));
       if (!session->Send(request)) break;
     }
     session->CloseSend();
@@ -213,13 +213,14 @@ absl::StatusOr<v1::TopKResponse> TopKOverStream(Client& client, const v1::TopKRe
   while (session->Receive(&answer)) {
     if (answer.has_error()) {
       if (first_error.ok()) {
-        first_error = absl::Status(static_cast<absl::StatusCode>(answer.error().code()),
-                                   absl::StrCat("request ", answer.request_id(), ": ",
-                                                answer.error().message()));
+        first_error = absl::Status(
+            static_cast<absl::StatusCode>(answer.error().code()),
+            absl::StrCat("request ", answer.request_id(), ": ", answer.error().message()));
       }
     } else {
       const v1::TopKResponse& result = answer.result();
-      if (answered == 0) merged = result;  // kk, dtype, timing of the first
+      if (answered == 0)
+        merged = result;  // kk, dtype, timing of the first
       else {
         merged.mutable_values()->append(result.values());
         merged.mutable_slots()->append(result.slots());
@@ -267,8 +268,8 @@ int RunTopK(const ParsedOptions& options) {
   }
   int print_rows = 0;
   if (!absl::SimpleAtoi(options.get("print_rows"), &print_rows) || print_rows < 0) {
-    return UsageError(absl::StrCat("--print_rows must be a count, got '",
-                                   options.get("print_rows"), "'"));
+    return UsageError(
+        absl::StrCat("--print_rows must be a count, got '", options.get("print_rows"), "'"));
   }
   uint32_t row_width = 0;
   for (uint32_t width : widths) row_width += width;
@@ -278,8 +279,8 @@ int RunTopK(const ParsedOptions& options) {
   absl::StatusOr<Connection> connection = ConnectFromOptions(options);
   if (!connection.ok()) return UsageError(connection.status().message());
   Client& client = *connection->client;
-  const v1::TopKRequest request = MakeTopKRequest(widths, k, rows->dtype, rows->rows,
-                                                  rows->scores, options.get("request_id"));
+  const v1::TopKRequest request =
+      MakeTopKRequest(widths, k, rows->dtype, rows->rows, rows->scores, options.get("request_id"));
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<v1::TopKResponse> response =
       options.has("stream") ? TopKOverStream(client, request, connection->deadline)
@@ -343,11 +344,12 @@ int RunInfo(const ParsedOptions& options) {
   std::printf("version   %s\n", info->version().c_str());
   std::printf("backend   %s\n", info->backend().c_str());
   for (const std::string& device : info->devices()) std::printf("device    %s\n", device.c_str());
-  std::printf("limits    k 1..%u, factors %u..%u, widths 1..%u, slot bits <= %u, "
-              "rows per request <= %u, message <= %llu bytes\n",
-              limits.max_k(), limits.min_factors(), limits.max_factors(), limits.max_width(),
-              limits.max_slot_bits(), limits.max_rows_per_request(),
-              static_cast<unsigned long long>(limits.max_message_bytes()));
+  std::printf(
+      "limits    k 1..%u, factors %u..%u, widths 1..%u, slot bits <= %u, "
+      "rows per request <= %u, message <= %llu bytes\n",
+      limits.max_k(), limits.min_factors(), limits.max_factors(), limits.max_width(),
+      limits.max_slot_bits(), limits.max_rows_per_request(),
+      static_cast<unsigned long long>(limits.max_message_bytes()));
   std::printf("batching  max_batch_rows %u, max_queue_delay_us %llu, max_queued_rows %llu\n",
               batching.max_batch_rows(),
               static_cast<unsigned long long>(batching.max_queue_delay_us()),
@@ -380,9 +382,11 @@ int Main(int argc, char** argv) {
        "Sends score rows to the server and prints (or writes) the top-k slots and values of "
        "each row.",
        kTopKOptions, RunTopK},
-      {"info", "pkserve-cli info [--target=HOST:PORT]",
+      {"info",
+       "pkserve-cli info [--target=HOST:PORT]",
        "Prints the server's version, backend, devices, limits and batching settings.",
-       {}, RunInfo},
+       {},
+       RunInfo},
       {"health", "pkserve-cli health [--target=HOST:PORT] [--service=NAME]",
        "Checks the server's health (grpc.health.v1); exit status 0 when SERVING, 1 otherwise.",
        kHealthOptions, RunHealth},

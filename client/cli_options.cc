@@ -58,8 +58,8 @@ absl::StatusOr<ParsedOptions> ParseOptions(std::span<const OptionSpec> specs,
       }
     } else if (!has_value) {
       if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value (--", name,
-                                                       "=", spec->value_name, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " needs a value (--", name, "=", spec->value_name, ")"));
       }
       value = args[++i];
     }
@@ -74,8 +74,9 @@ std::string FormatHelp(absl::string_view usage, absl::string_view summary,
   std::vector<std::string> left;
   size_t width = 0;
   for (const OptionSpec& spec : specs) {
-    left.push_back(spec.value_name == nullptr ? absl::StrCat("--", spec.name)
-                                              : absl::StrCat("--", spec.name, "=", spec.value_name));
+    left.push_back(spec.value_name == nullptr
+                       ? absl::StrCat("--", spec.name)
+                       : absl::StrCat("--", spec.name, "=", spec.value_name));
     width = std::max(width, left.back().size());
   }
   for (size_t i = 0; i < specs.size(); ++i) {

@@ -39,7 +39,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), arguments);
   if (channel == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot make a channel to '", options.target, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot make a channel to '", options.target, "'"));
   }
   return std::make_unique<Client>(options, std::move(channel));
 }

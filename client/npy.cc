@@ -63,8 +63,8 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes) {
   size_t header_length = 0;
   size_t header_start = 0;
   if (major == 1) {
-    header_length = static_cast<unsigned char>(bytes[8]) |
-                    (size_t{static_cast<unsigned char>(bytes[9])} << 8);
+    header_length =
+        static_cast<unsigned char>(bytes[8]) | (size_t{static_cast<unsigned char>(bytes[9])} << 8);
     header_start = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12) return absl::InvalidArgumentError("truncated .npy header");
@@ -73,8 +73,8 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes) {
     }
     header_start = 12;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(".npy format version ", major,
-                                                   " is not supported (1 to 3 are)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(".npy format version ", major, " is not supported (1 to 3 are)"));
   }
   if (bytes.size() < header_start + header_length) {
     return absl::InvalidArgumentError("truncated .npy header");
@@ -93,14 +93,15 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes) {
     array.descr[0] = '<';  // one-byte types and native order on a little-endian host
   }
   if (array.descr.size() < 3 || array.descr[0] != '<' || array.element_bytes() == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unsupported .npy dtype '", descr_text, "': only little-endian numbers ('<f4', '<u2')"));
+    return absl::InvalidArgumentError(absl::StrCat("unsupported .npy dtype '", descr_text,
+                                                   "': only little-endian numbers ('<f4', '<u2')"));
   }
   absl::StatusOr<std::string> fortran = DictValue(header, "fortran_order");
   if (!fortran.ok()) return fortran.status();
   if (*fortran != "False") {
-    return absl::InvalidArgumentError("Fortran-order .npy arrays are not supported; save with "
-                                      "numpy.ascontiguousarray first");
+    return absl::InvalidArgumentError(
+        "Fortran-order .npy arrays are not supported; save with "
+        "numpy.ascontiguousarray first");
   }
   absl::StatusOr<std::string> shape = DictValue(header, "shape");
   if (!shape.ok()) return shape.status();

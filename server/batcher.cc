@@ -21,13 +21,13 @@ struct Batcher::Tracked {
   // accounted for, so it is still here. Everything below is guarded by the batcher's mutex.
   std::unique_ptr<Work> work;
   absl::Time enqueued;
-  absl::Time dispatched;         // when its first rows went into a batch
+  absl::Time dispatched;  // when its first rows went into a batch
   bool any_dispatched = false;
-  uint32_t next_row = 0;         // rows before it are in a batch, or were dropped
-  uint32_t rows_left = 0;        // rows neither computed nor dropped
-  absl::Status status;           // the first failure, if any
-  absl::Duration compute;        // summed over its batches
-  uint32_t batch_rows = 0;       // the largest batch it ran in
+  uint32_t next_row = 0;    // rows before it are in a batch, or were dropped
+  uint32_t rows_left = 0;   // rows neither computed nor dropped
+  absl::Status status;      // the first failure, if any
+  absl::Duration compute;   // summed over its batches
+  uint32_t batch_rows = 0;  // the largest batch it ran in
 };
 
 namespace {
@@ -89,18 +89,17 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Work> work) {
   if (!accepting_) return absl::UnavailableError("the server is shutting down");
   if (queued_rows_ + work->rows > options_.max_queued_rows) {
     ++stats_.requests_rejected_full;
-    return absl::ResourceExhaustedError(
-        absl::StrCat("queue full: ", queued_rows_, " rows queued, ", work->rows,
-                     " more would pass the limit of ", options_.max_queued_rows,
-                     " (--max_queued_rows); retry later"));
+    return absl::ResourceExhaustedError(absl::StrCat("queue full: ", queued_rows_, " rows queued, ",
+                                                     work->rows, " more would pass the limit of ",
+                                                     options_.max_queued_rows,
+                                                     " (--max_queued_rows); retry later"));
   }
   auto [it, inserted] = queues_.try_emplace(key);
   ShapeQueue& queue = it->second;
   if (inserted) {
     queue.problem = problem;
-    queue.batch_capacity =
-        std::max<size_t>(1, std::min<size_t>(options_.max_batch_rows,
-                                             executor_.max_batch_rows(problem)));
+    queue.batch_capacity = std::max<size_t>(
+        1, std::min<size_t>(options_.max_batch_rows, executor_.max_batch_rows(problem)));
   }
   auto tracked = std::make_shared<Tracked>();
   tracked->rows_left = work->rows;
@@ -285,11 +284,11 @@ void Batcher::Send(Plan plan) {
                 bytes);
     staging += bytes;
   }
-  executor_.Submit(std::move(*batch), [this, plan = std::move(plan)](
-                                          std::unique_ptr<Batch> done_batch,
-                                          BatchOutcome outcome) mutable {
-    OnBatchDone(plan, std::move(done_batch), outcome);
-  });
+  executor_.Submit(std::move(*batch),
+                   [this, plan = std::move(plan)](std::unique_ptr<Batch> done_batch,
+                                                  BatchOutcome outcome) mutable {
+                     OnBatchDone(plan, std::move(done_batch), outcome);
+                   });
 }
 
 void Batcher::OnBatchDone(const Plan& plan, std::unique_ptr<Batch> batch,
@@ -325,9 +324,8 @@ void Batcher::OnBatchDone(const Plan& plan, std::unique_ptr<Batch> batch,
       tracked.compute += outcome.compute_time;
       tracked.batch_rows = std::max<uint32_t>(tracked.batch_rows, plan.rows);
       if (!ok && tracked.status.ok()) {
-        tracked.status = outcome.status.ok()
-                             ? absl::InternalError("the executor returned no batch")
-                             : outcome.status;
+        tracked.status = outcome.status.ok() ? absl::InternalError("the executor returned no batch")
+                                             : outcome.status;
       }
       if (tracked.rows_left == 0) answers.push_back(FinishLocked(tracked));
     }

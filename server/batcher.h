@@ -51,8 +51,8 @@ struct WorkTiming {
 // One request's rows, as the batcher sees them. The caller fills every field, and keeps the memory
 // behind `scores`, `values` and `slots` valid until `done` has been called.
 struct Work {
-  pk::Problem problem;  // validated
-  uint32_t rows = 0;    // >= 1
+  pk::Problem problem;                // validated
+  uint32_t rows = 0;                  // >= 1
   std::span<const std::byte> scores;  // rows x problem.row_bytes()
   std::span<std::byte> values;        // rows x problem.out_value_bytes(), filled on success
   std::span<std::byte> slots;         // rows x problem.kk() little-endian uint32, filled on success
@@ -151,8 +151,7 @@ class Batcher {
   void DropLocked(ShapeQueue& queue, Tracked& tracked, const absl::Status& status,
                   std::vector<Answer>* answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops every queued entry whose deadline passed or whose caller cancelled.
-  void SweepLocked(absl::Time now, std::vector<Answer>* answers)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SweepLocked(absl::Time now, std::vector<Answer>* answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseEmptyQueuesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The answer for a work all of whose rows are accounted for.
   Answer FinishLocked(Tracked& tracked) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -173,7 +172,7 @@ class Batcher {
   absl::CondVar wake_;  // the batcher thread: work queued, a batch completed, stop
   absl::flat_hash_map<ShapeKey, ShapeQueue> queues_ ABSL_GUARDED_BY(mu_);
   uint64_t queued_rows_ ABSL_GUARDED_BY(mu_) = 0;
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;     // batches held from the executor
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;       // batches held from the executor
   uint64_t open_work_ ABSL_GUARDED_BY(mu_) = 0;  // accepted and not yet answered
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

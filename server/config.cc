@@ -76,13 +76,13 @@ absl::Status ValidateConfig(const ServerConfig& config) {
                      absl::ToInt64Microseconds(config.max_queue_delay)));
   }
   if (config.max_rows_per_request < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--max_rows_per_request must be at least 1, got ",
-                                                   config.max_rows_per_request));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_rows_per_request must be at least 1, got ", config.max_rows_per_request));
   }
   if (config.max_queued_rows < config.max_rows_per_request) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_queued_rows must be at least --max_rows_per_request (", config.max_rows_per_request,
-        "), got ", config.max_queued_rows));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_queued_rows must be at least --max_rows_per_request (",
+                     config.max_rows_per_request, "), got ", config.max_queued_rows));
   }
   if (config.max_message_bytes < 1024 ||
       config.max_message_bytes > std::numeric_limits<int32_t>::max()) {
@@ -98,12 +98,12 @@ absl::Status ValidateConfig(const ServerConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("--drain_notice_ms must be >= 0, got ",
                                                    absl::ToInt64Milliseconds(config.drain_notice)));
   }
-  static constexpr absl::string_view kLevels[] = {"trace", "debug", "info",    "warn",
-                                                 "error", "critical", "off"};
+  static constexpr absl::string_view kLevels[] = {"trace", "debug",    "info", "warn",
+                                                  "error", "critical", "off"};
   if (std::find(std::begin(kLevels), std::end(kLevels), config.log_level) == std::end(kLevels)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--log_level must be trace, debug, info, warn, error, critical or off, got '",
-        config.log_level, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log_level must be trace, debug, info, warn, error, critical or off, got '",
+                     config.log_level, "'"));
   }
   return absl::OkStatus();
 }

@@ -4,11 +4,11 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace pkserve {
@@ -28,7 +28,7 @@ struct ServerConfig {
   std::vector<int> devices;  // CUDA devices to use; empty = all
   int streams = 2;           // CUDA streams per device
 
-  uint32_t max_batch_rows = 1024;                        // rows in one batch, at most
+  uint32_t max_batch_rows = 1024;                            // rows in one batch, at most
   absl::Duration max_queue_delay = absl::Microseconds(500);  // longest wait for a batch to fill
   uint64_t max_queued_rows = 65536;  // rows waiting in all queues; past it RESOURCE_EXHAUSTED
   uint32_t max_rows_per_request = 4096;

@@ -58,8 +58,8 @@ size_t CpuExecutor::max_batch_rows(const pk::Problem& problem) const {
 absl::StatusOr<std::unique_ptr<Batch>> CpuExecutor::NewBatch(const pk::Problem& problem,
                                                              size_t rows) {
   if (rows < 1 || rows > max_batch_rows(problem)) {
-    return absl::InternalError(absl::StrCat("batch of ", rows, " rows, the staging holds 1 to ",
-                                            max_batch_rows(problem)));
+    return absl::InternalError(
+        absl::StrCat("batch of ", rows, " rows, the staging holds 1 to ", max_batch_rows(problem)));
   }
   int index = -1;
   {

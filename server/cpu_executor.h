@@ -34,8 +34,7 @@ class CpuExecutor final : public Executor {
   std::vector<std::string> devices() const override;
   int max_in_flight() const override { return options_.max_in_flight; }
   size_t max_batch_rows(const pk::Problem& problem) const override;
-  absl::StatusOr<std::unique_ptr<Batch>> NewBatch(const pk::Problem& problem,
-                                                  size_t rows) override;
+  absl::StatusOr<std::unique_ptr<Batch>> NewBatch(const pk::Problem& problem, size_t rows) override;
   void Submit(std::unique_ptr<Batch> batch, BatchDone done) override;
 
  private:

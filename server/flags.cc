@@ -36,8 +36,9 @@ ABSL_FLAG(double, drain_timeout_s, 30,
 ABSL_FLAG(int64_t, drain_notice_ms, 250,
           "while draining, how long the server keeps answering (health NOT_SERVING, new requests "
           "UNAVAILABLE) before it closes its port; part of --drain_timeout_s");
-ABSL_FLAG(std::string, log_level, "info", "trace, debug (one line per request), info, warn, "
-                                          "error, critical or off");
+ABSL_FLAG(std::string, log_level, "info",
+          "trace, debug (one line per request), info, warn, "
+          "error, critical or off");
 ABSL_FLAG(std::string, log_format, "text", "text, or json (one object a line)");
 
 namespace pkserve {
@@ -50,8 +51,7 @@ absl::StatusOr<std::vector<int>> ParseDevices(const std::string& text) {
     int device = 0;
     if (!absl::SimpleAtoi(part, &device) || device < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--devices must be 'all' or a comma-separated list of device numbers, got '", text,
-          "'"));
+          "--devices must be 'all' or a comma-separated list of device numbers, got '", text, "'"));
     }
     devices.push_back(device);
   }

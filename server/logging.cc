@@ -61,8 +61,8 @@ absl::Status SetUpLogging(const std::string& level, LogFormat format) {
   }
   std::shared_ptr<spdlog::logger> logger;
   if (format == LogFormat::kJson) {
-    logger = std::make_shared<spdlog::logger>(
-        "pkserve", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    logger = std::make_shared<spdlog::logger>("pkserve",
+                                              std::make_shared<spdlog::sinks::stderr_sink_mt>());
     auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
     formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
         R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","thread":%t,"msg":"%*"})");

@@ -73,9 +73,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   builder.RegisterService(server->service_.get());
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("could not listen on --address=", config.address,
-                     " (address in use, not local, or not host:port?)"));
+    return absl::UnavailableError(absl::StrCat("could not listen on --address=", config.address,
+                                               " (address in use, not local, or not host:port?)"));
   }
   server->address_ = WithPort(config.address, server->port_);
   server->grpc_server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
@@ -84,10 +83,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   spdlog::info("pkserve {} backend {} ({}), max_rows_per_request {}, max_message_bytes {}",
                info.version(), info.backend(), absl::StrJoin(info.devices(), "; "),
                config.max_rows_per_request, config.max_message_bytes);
-  spdlog::info("batching: max_batch_rows {}, max_queue_delay_us {}, max_queued_rows {}, "
-               "{} batches in flight",
-               config.max_batch_rows, absl::ToInt64Microseconds(config.max_queue_delay),
-               config.max_queued_rows, server->executor_->max_in_flight());
+  spdlog::info(
+      "batching: max_batch_rows {}, max_queue_delay_us {}, max_queued_rows {}, "
+      "{} batches in flight",
+      config.max_batch_rows, absl::ToInt64Microseconds(config.max_queue_delay),
+      config.max_queued_rows, server->executor_->max_in_flight());
   spdlog::info("listening on {} (health, reflection on)", server->address_);
   return server;
 }
@@ -100,9 +100,10 @@ void Server::Drain(absl::Duration timeout) {
   drained_ = true;
   const absl::Time drain_start = absl::Now();
   const absl::Time deadline = drain_start + timeout;
-  spdlog::info("draining: health NOT_SERVING, new requests UNAVAILABLE, up to {}s to answer "
-               "accepted requests",
-               absl::ToDoubleSeconds(timeout));
+  spdlog::info(
+      "draining: health NOT_SERVING, new requests UNAVAILABLE, up to {}s to answer "
+      "accepted requests",
+      absl::ToDoubleSeconds(timeout));
   grpc_server_->GetHealthCheckService()->SetServingStatus(false);
   service_->StartDraining();
   batcher_->StopAccepting();
@@ -123,11 +124,11 @@ void Server::Drain(absl::Duration timeout) {
   grpc_server_->Shutdown(absl::ToChronoTime(shutdown_by));
   grpc_server_->Wait();
   const BatcherStats stats = batcher_->stats();
-  spdlog::info("drained: {} requests accepted, {} batches, {} rows computed, {} rejected (queue "
-               "full), {} dropped (deadline), {} dropped (cancelled)",
-               stats.requests_accepted, stats.batches, stats.rows_computed,
-               stats.requests_rejected_full, stats.requests_dropped_deadline,
-               stats.requests_dropped_cancelled);
+  spdlog::info(
+      "drained: {} requests accepted, {} batches, {} rows computed, {} rejected (queue "
+      "full), {} dropped (deadline), {} dropped (cancelled)",
+      stats.requests_accepted, stats.batches, stats.rows_computed, stats.requests_rejected_full,
+      stats.requests_dropped_deadline, stats.requests_dropped_cancelled);
 }
 
 }  // namespace pkserve

@@ -38,8 +38,8 @@ class Server {
 
   // Starts serving as `config` says (validated here). `executor` null: MakeExecutor(config); tests
   // pass their own.
-  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerConfig& config,
-                                                       std::unique_ptr<Executor> executor = nullptr);
+  static absl::StatusOr<std::unique_ptr<Server>> Start(
+      const ServerConfig& config, std::unique_ptr<Executor> executor = nullptr);
   // Drains with no grace if Drain was not called.
   ~Server();
   Server(const Server&) = delete;

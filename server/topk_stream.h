@@ -75,10 +75,10 @@ class TopKStreamReactor final
   std::shared_ptr<TopKStreamReactor> self_;  // set by Start, released in OnDone
 
   absl::Mutex mu_;
-  std::unique_ptr<Item> reading_ ABSL_GUARDED_BY(mu_);         // the target of the read in flight
+  std::unique_ptr<Item> reading_ ABSL_GUARDED_BY(mu_);  // the target of the read in flight
   std::deque<std::unique_ptr<Item>> items_ ABSL_GUARDED_BY(mu_);  // read, not yet written; in order
   bool read_pending_ ABSL_GUARDED_BY(mu_) = false;
-  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;    // the caller half-closed (or the read failed)
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;  // the caller half-closed (or the read failed)
   bool write_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;  // the caller can no longer receive
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,8 +1,9 @@
 // The client side: .npy reading and writing, the C++ client library against an in-process server
 // on loopback (round_robin across two), and pkserve-cli as a user runs it.
-#include <sys/wait.h>
+#include "client/client.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstring>
@@ -10,7 +11,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "client/client.h"
 #include "client/npy.h"
 #include "kernels/testing/random_rows.h"
 #include "tests/server/test_support.h"
@@ -125,8 +125,8 @@ TEST_F(ClientTest, AStreamSessionAnswersInOrder) {
   std::unique_ptr<client::TopKStreamSession> session = client_->OpenStream(absl::Seconds(30));
   std::vector<v1::TopKRequest> requests;
   for (int i = 0; i < 20; ++i) {
-    requests.push_back(RandomRequest(MakeProblem({64, 32}, 1 + i, pk::DType::kFloat32),
-                                     1 + i % 5, engine_, absl::StrCat("s", i)));
+    requests.push_back(RandomRequest(MakeProblem({64, 32}, 1 + i, pk::DType::kFloat32), 1 + i % 5,
+                                     engine_, absl::StrCat("s", i)));
     ASSERT_TRUE(session->Send(requests.back()));
   }
   ASSERT_TRUE(session->CloseSend());
@@ -157,8 +157,7 @@ TEST_F(ClientTest, ServerInfoAndHealth) {
 TEST(ClientOptions, AnUnknownLoadBalancingPolicyIsRefused) {
   client::ClientOptions options;
   options.load_balancing_policy = "random_spray";
-  EXPECT_EQ(client::Client::Connect(options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client::Client::Connect(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ClientOptions, RoundRobinSpreadsCallsOverEveryServer) {
@@ -226,18 +225,17 @@ class CliTest : public ::testing::Test {
     const std::vector<std::byte> scores =
         pk::testing::RandomRows(problem, rows, pk::testing::Distribution::kTies, engine);
     const bool bf16 = problem.dtype == pk::DType::kBFloat16;
-    ASSERT_TRUE(client::WriteNpy(Path("in.npy"), NpyArray{bf16 ? "<u2" : "<f4",
-                                                           {rows, problem.row_width()},
-                                                           scores})
-                    .ok());
+    ASSERT_TRUE(
+        client::WriteNpy(Path("in.npy"),
+                         NpyArray{bf16 ? "<u2" : "<f4", {rows, problem.row_width()}, scores})
+            .ok());
     std::string widths;
     for (int f = 0; f < problem.factors; ++f) {
       absl::StrAppend(&widths, f == 0 ? "" : ",", problem.widths[f]);
     }
-    const CliRun run = RunCli(absl::StrCat("topk ", target_, " --widths=", widths, " --k=", problem.k,
-                                        " --input=", Path("in.npy"), " --out_values=",
-                                        Path("values.npy"), " --out_slots=", Path("slots.npy"),
-                                        " ", extra));
+    const CliRun run = RunCli(absl::StrCat(
+        "topk ", target_, " --widths=", widths, " --k=", problem.k, " --input=", Path("in.npy"),
+        " --out_values=", Path("values.npy"), " --out_slots=", Path("slots.npy"), " ", extra));
     ASSERT_EQ(run.exit_code, 0) << run.output;
     EXPECT_NE(run.output.find(absl::StrCat("topk: ", rows, " rows")), std::string::npos)
         << run.output;
@@ -269,8 +267,8 @@ TEST_F(CliTest, TopKFromABfloat16FileOverAStreamWritesTheExactAnswers) {
 }
 
 TEST_F(CliTest, TopKOfRandomRowsPrintsSlotsAndValues) {
-  const CliRun run = RunCli(absl::StrCat("topk ", target_,
-                                      " --widths=1024,1024 --k=4 --random_rows=3 --print_rows=2"));
+  const CliRun run = RunCli(
+      absl::StrCat("topk ", target_, " --widths=1024,1024 --k=4 --random_rows=3 --print_rows=2"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("topk: 3 rows, factor widths 1024x1024, k 4 -> kk 4 float32"),
             std::string::npos)
@@ -281,7 +279,8 @@ TEST_F(CliTest, TopKOfRandomRowsPrintsSlotsAndValues) {
 }
 
 TEST_F(CliTest, AServerErrorIsPrintedAndTheExitStatusIsOne) {
-  const CliRun run = RunCli(absl::StrCat("topk ", target_, " --widths=64,64 --k=300 --random_rows=1"));
+  const CliRun run =
+      RunCli(absl::StrCat("topk ", target_, " --widths=64,64 --k=300 --random_rows=1"));
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("INVALID_ARGUMENT: k must be in [1, 256], got 300"), std::string::npos)
       << run.output;
@@ -303,8 +302,7 @@ TEST(Cli, HelpAndUsageErrors) {
   CliRun run = RunCli("topk --help");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   for (const char* option : {"--widths", "--input", "--random_rows", "--out_slots", "--target"}) {
-    EXPECT_NE(run.output.find(option), std::string::npos) << option << " missing:\n"
-                                                          << run.output;
+    EXPECT_NE(run.output.find(option), std::string::npos) << option << " missing:\n" << run.output;
   }
   EXPECT_EQ(RunCli("info --help").exit_code, 0);
   EXPECT_EQ(RunCli("health --help").exit_code, 0);

@@ -74,8 +74,7 @@ class ServiceTest : public ::testing::Test {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     const grpc::Status status = stub_->TopK(&context, request, response);
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        status.error_message());
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
   }
 
   std::unique_ptr<Server> server_;
@@ -173,15 +172,18 @@ struct BadInput {
 
 std::vector<BadInput> BadInputs() {
   std::mt19937_64 engine(5);
-  const v1::TopKRequest good = RandomRequest(MakeProblem({64, 64}, 8, pk::DType::kFloat32), 3,
-                                             engine);
+  const v1::TopKRequest good =
+      RandomRequest(MakeProblem({64, 64}, 8, pk::DType::kFloat32), 3, engine);
   std::vector<BadInput> bad;
   const auto with = [&](const char* name, const char* mention, auto change) {
     v1::TopKRequest request = good;
     change(request);
     bad.push_back({name, request, mention});
   };
-  with("one width", "factor_widths", [](auto& r) { r.clear_factor_widths(); r.add_factor_widths(64); });
+  with("one width", "factor_widths", [](auto& r) {
+    r.clear_factor_widths();
+    r.add_factor_widths(64);
+  });
   with("five widths", "factor_widths", [](auto& r) {
     r.clear_factor_widths();
     for (int i = 0; i < 5; ++i) r.add_factor_widths(4);
@@ -206,15 +208,15 @@ std::vector<BadInput> BadInputs() {
 
 TEST_F(ServiceTest, EachBadInputIsInvalidArgumentNamingTheFieldAndTheServerKeepsServing) {
   std::mt19937_64 engine(9);
-  const v1::TopKRequest good = RandomRequest(MakeProblem({64, 64}, 8, pk::DType::kFloat32), 3,
-                                             engine);
+  const v1::TopKRequest good =
+      RandomRequest(MakeProblem({64, 64}, 8, pk::DType::kFloat32), 3, engine);
   for (const BadInput& bad : BadInputs()) {
     v1::TopKResponse response;
     const absl::Status status = CallTopK(bad.request, &response);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad.name << ": " << status;
     EXPECT_NE(status.message().find(bad.mention), absl::string_view::npos)
-        << bad.name << ": message '" << status.message() << "' does not mention '"
-        << bad.mention << "'";
+        << bad.name << ": message '" << status.message() << "' does not mention '" << bad.mention
+        << "'";
     // And the server still answers a good request.
     v1::TopKResponse good_response;
     ASSERT_TRUE(CallTopK(good, &good_response).ok()) << "after " << bad.name;

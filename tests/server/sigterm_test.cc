@@ -2,12 +2,11 @@
 // and streaming callers loses no accepted request, and the process exits 0 within the drain
 // timeout. Only the child this test started is ever signalled.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <fstream>
@@ -138,12 +137,12 @@ const std::vector<pk::Problem>& Shapes() {
 
 void UnaryCaller(int port, int seed, Outcomes& outcomes) {
   std::mt19937_64 engine(seed);
-  auto stub = v1::SparseMemory::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  auto stub = v1::SparseMemory::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   for (int i = 0;; ++i) {
-    const v1::TopKRequest request = RandomRequest(Shapes()[engine() % Shapes().size()],
-                                                  1 + engine() % 32, engine,
-                                                  absl::StrCat("unary", seed, "-", i));
+    const v1::TopKRequest request =
+        RandomRequest(Shapes()[engine() % Shapes().size()], 1 + engine() % 32, engine,
+                      absl::StrCat("unary", seed, "-", i));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
     v1::TopKResponse response;
@@ -169,8 +168,8 @@ void UnaryCaller(int port, int seed, Outcomes& outcomes) {
 
 void StreamCaller(int port, int seed, Outcomes& outcomes) {
   std::mt19937_64 engine(seed);
-  auto stub = v1::SparseMemory::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  auto stub = v1::SparseMemory::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   auto stream = stub->TopKStream(&context);
@@ -180,8 +179,8 @@ void StreamCaller(int port, int seed, Outcomes& outcomes) {
   bool open = true;
   for (int i = 0; open; ++i) {
     while (open && sent.size() - answered < 2) {
-      sent.push_back(RandomRequest(Shapes()[engine() % Shapes().size()], 1 + engine() % 16,
-                                   engine, absl::StrCat("stream", seed, "-", sent.size())));
+      sent.push_back(RandomRequest(Shapes()[engine() % Shapes().size()], 1 + engine() % 16, engine,
+                                   absl::StrCat("stream", seed, "-", sent.size())));
       open = stream->Write(sent.back());
       if (!open) sent.pop_back();
     }
@@ -214,8 +213,8 @@ void StreamCaller(int port, int seed, Outcomes& outcomes) {
   }
   const grpc::Status status = stream->Finish();
   if (!status.ok() && status.error_code() != grpc::StatusCode::UNAVAILABLE) {
-    outcomes.Wrong(absl::StrCat("stream ", seed, " ended ", status.error_code(), " ",
-                                status.error_message()));
+    outcomes.Wrong(
+        absl::StrCat("stream ", seed, " ended ", status.error_code(), " ", status.error_message()));
   }
 }
 
@@ -243,7 +242,8 @@ TEST(Sigterm, UnderLoadNoAcceptedRequestIsLostAndTheProcessExitsWithinTheDrainTi
   ASSERT_TRUE(status.has_value()) << "pkserve did not exit after SIGTERM; log:\n" << child.log();
   EXPECT_LT(absl::Now() - signalled, absl::Seconds(8) + absl::Seconds(5));
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
-      << "wait status " << *status << "; log:\n" << child.log();
+      << "wait status " << *status << "; log:\n"
+      << child.log();
 
   for (const std::string& wrong : outcomes.wrong) ADD_FAILURE() << wrong;
   // Every request the server accepted reached its caller with the right answer.
@@ -251,7 +251,8 @@ TEST(Sigterm, UnderLoadNoAcceptedRequestIsLostAndTheProcessExitsWithinTheDrainTi
   const int64_t accepted = NumberAfter(log, "drained: ");
   EXPECT_EQ(accepted, outcomes.ok.load())
       << "the server accepted " << accepted << " requests, callers got " << outcomes.ok.load()
-      << " answers; log:\n" << log;
+      << " answers; log:\n"
+      << log;
   EXPECT_NE(log.find("received SIGTERM"), std::string::npos) << log;
 }
 

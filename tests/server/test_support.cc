@@ -52,20 +52,19 @@ Expected Reference(const pk::Problem& problem, const std::byte* scores, size_t r
 
 std::string CheckResponse(const v1::TopKRequest& request, const v1::TopKResponse& response) {
   absl::StatusOr<pk::Problem> problem = ValidateTopKRequest(request, 1u << 30);
-  if (!problem.ok()) return absl::StrCat("the request itself is invalid: ", problem.status().ToString());
-  const Expected expected =
-      Reference(*problem, reinterpret_cast<const std::byte*>(request.scores().data()),
-                request.rows());
+  if (!problem.ok())
+    return absl::StrCat("the request itself is invalid: ", problem.status().ToString());
+  const Expected expected = Reference(
+      *problem, reinterpret_cast<const std::byte*>(request.scores().data()), request.rows());
   if (response.rows() != request.rows() || response.kk() != problem->kk() ||
       response.dtype() != request.dtype() || response.request_id() != request.request_id()) {
-    return absl::StrCat("header: expected rows ", request.rows(), " kk ", problem->kk(),
-                        " dtype ", request.dtype(), " id '", request.request_id(), "', got rows ",
+    return absl::StrCat("header: expected rows ", request.rows(), " kk ", problem->kk(), " dtype ",
+                        request.dtype(), " id '", request.request_id(), "', got rows ",
                         response.rows(), " kk ", response.kk(), " dtype ", response.dtype(),
                         " id '", response.request_id(), "'");
   }
   if (response.values().size() != expected.values.size() ||
-      std::memcmp(response.values().data(), expected.values.data(), expected.values.size()) !=
-          0) {
+      std::memcmp(response.values().data(), expected.values.data(), expected.values.size()) != 0) {
     return absl::StrCat("values differ from the CPU reference (", response.values().size(),
                         " bytes, expected ", expected.values.size(), ")");
   }
@@ -86,7 +85,8 @@ v1::TopKRequest RandomRequest(const pk::Problem& problem, uint32_t rows, std::mt
                               const std::string& request_id) {
   const auto distribution =
       pk::testing::kAllDistributions[engine() % std::size(pk::testing::kAllDistributions)];
-  const std::vector<std::byte> scores = pk::testing::RandomRows(problem, rows, distribution, engine);
+  const std::vector<std::byte> scores =
+      pk::testing::RandomRows(problem, rows, distribution, engine);
   v1::TopKRequest request;
   for (int f = 0; f < problem.factors; ++f) request.add_factor_widths(problem.widths[f]);
   request.set_k(problem.k);
@@ -114,7 +114,8 @@ struct BatchStorage {
 class HeapBatch final : private BatchStorage, public Batch {
  public:
   HeapBatch(const pk::Problem& problem, size_t rows)
-      : BatchStorage(problem, rows), Batch(problem, rows, score_memory, value_memory, slot_memory) {}
+      : BatchStorage(problem, rows),
+        Batch(problem, rows, score_memory, value_memory, slot_memory) {}
 };
 
 }  // namespace
@@ -184,7 +185,9 @@ void GatedExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done) {
   pending_.emplace_back(std::move(batch), std::move(done));
 }
 
-bool GatedExecutor::CanRun() const { return (open_ && !pending_.empty()) || (stopping_ && pending_.empty()); }
+bool GatedExecutor::CanRun() const {
+  return (open_ && !pending_.empty()) || (stopping_ && pending_.empty());
+}
 
 void GatedExecutor::Loop() {
   pk::cpu::Workspace workspace;
@@ -201,13 +204,12 @@ void GatedExecutor::Loop() {
     }
     Batch& batch = *work.first;
     if (failure.ok()) {
-      pk::cpu::TopKRows(batch.problem(), batch.scores().data(), batch.rows(),
-                        batch.values().data(), batch.slots().data(), workspace);
+      pk::cpu::TopKRows(batch.problem(), batch.scores().data(), batch.rows(), batch.values().data(),
+                        batch.slots().data(), workspace);
       absl::MutexLock lock(&mu_);
       rows_computed_ += batch.rows();
     }
-    std::move(work.second)(std::move(work.first),
-                           BatchOutcome{failure, absl::Microseconds(1)});
+    std::move(work.second)(std::move(work.first), BatchOutcome{failure, absl::Microseconds(1)});
   }
 }
 

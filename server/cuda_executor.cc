@@ -1,0 +1,364 @@
+#include "server/cuda_executor.h"
+
+#include <cuda_runtime.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "kernels/cuda/launch.h"
+#include "server/executor_factory.h"
+#include "spdlog/spdlog.h"
+
+namespace pkserve {
+namespace {
+
+// Staging layout of one batch, the same on the host and on the device: scores, then values, then
+// slots, each region starting on a 256-byte boundary, so that values and slots leave in one copy.
+struct Layout {
+  size_t scores = 0;  // bytes
+  size_t values_offset = 0;
+  size_t slots_offset = 0;
+  size_t end = 0;  // bytes from the start of the scores to the end of the slots
+
+  static constexpr size_t kAlign = 256;
+  static size_t Up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+  Layout(const pk::Problem& problem, size_t rows) {
+    scores = rows * problem.row_bytes();
+    values_offset = Up(scores);
+    slots_offset = values_offset + Up(rows * problem.out_value_bytes());
+    end = slots_offset + rows * problem.kk() * sizeof(uint32_t);
+  }
+};
+
+absl::Status CudaError(cudaError_t error, std::string_view what, int device) {
+  return absl::InternalError(absl::StrCat("cuda device ", device, ": ", what, ": ",
+                                          cudaGetErrorName(error), " (", cudaGetErrorString(error),
+                                          ")"));
+}
+
+// Errors after which the device's context is unusable until the process ends.
+bool IsStickyError(cudaError_t error) {
+  switch (error) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorDeviceUninitialized:
+    case cudaErrorUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Owners of CUDA resources: each frees its resource when destroyed.
+struct PinnedBuffer {
+  std::byte* data = nullptr;
+  ~PinnedBuffer() {
+    if (data != nullptr) cudaFreeHost(data);
+  }
+};
+struct DeviceBuffer {
+  std::byte* data = nullptr;
+  ~DeviceBuffer() {
+    if (data != nullptr) cudaFree(data);
+  }
+};
+struct Stream {
+  cudaStream_t handle = nullptr;
+  ~Stream() {
+    if (handle != nullptr) cudaStreamDestroy(handle);
+  }
+};
+struct Event {
+  cudaEvent_t handle = nullptr;
+  ~Event() {
+    if (handle != nullptr) cudaEventDestroy(handle);
+  }
+};
+
+}  // namespace
+
+struct CudaExecutor::Device {
+  int ordinal = 0;
+  std::string name;
+  std::optional<pk::cuda::TopKLauncher> launcher;
+  std::atomic<bool> failed{false};
+};
+
+struct CudaExecutor::Lane {
+  int index = 0;
+  Device* device = nullptr;
+  PinnedBuffer host;
+  DeviceBuffer on_device;
+  Stream stream;
+  Event start;
+  Event stop;
+
+  // The lane's mailbox: at most one batch, since a lane's batch holds the lane.
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::unique_ptr<Batch> batch;
+  BatchDone done;
+  bool stopping = false;
+  std::thread thread;
+};
+
+// A batch in one lane's pinned staging; gives the lane back when destroyed.
+class CudaExecutor::CudaBatch final : public Batch {
+ public:
+  CudaBatch(CudaExecutor& executor, Lane& lane, const pk::Problem& problem, size_t rows,
+            const Layout& layout)
+      : Batch(problem, rows, std::span(lane.host.data, layout.scores),
+              std::span(lane.host.data + layout.values_offset, rows * problem.out_value_bytes()),
+              std::span(reinterpret_cast<uint32_t*>(lane.host.data + layout.slots_offset),
+                        rows * problem.kk())),
+        executor_(executor),
+        lane_(lane) {}
+  ~CudaBatch() override { executor_.ReleaseLane(lane_.index); }
+
+  Lane& lane() const { return lane_; }
+
+ private:
+  CudaExecutor& executor_;
+  Lane& lane_;
+};
+
+CudaExecutor::CudaExecutor(const Options& options) : options_(options) {}
+
+absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const Options& options) {
+  if (options.streams < 1) return absl::InvalidArgumentError("--streams must be at least 1");
+  int count = 0;
+  if (const cudaError_t error = cudaGetDeviceCount(&count); error != cudaSuccess) {
+    return absl::UnavailableError(absl::StrCat("no usable CUDA device: ", cudaGetErrorName(error),
+                                               " (", cudaGetErrorString(error), ")"));
+  }
+  if (count == 0) return absl::UnavailableError("no CUDA device present");
+  std::vector<int> ordinals = options.devices;
+  if (ordinals.empty()) {
+    for (int d = 0; d < count; ++d) ordinals.push_back(d);
+  }
+  auto executor = std::unique_ptr<CudaExecutor>(new CudaExecutor(options));
+  for (const int ordinal : ordinals) {
+    if (ordinal < 0 || ordinal >= count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--devices: device ", ordinal, " does not exist; devices are 0 to ", count - 1));
+    }
+    auto device = std::make_unique<Device>();
+    device->ordinal = ordinal;
+    auto launcher = pk::cuda::TopKLauncher::Create(ordinal);  // also makes it current
+    if (!launcher.ok()) return absl::UnavailableError(launcher.error().message);
+    device->launcher.emplace(std::move(launcher.value()));
+    cudaDeviceProp properties{};
+    if (const cudaError_t error = cudaGetDeviceProperties(&properties, ordinal);
+        error != cudaSuccess) {
+      return CudaError(error, "reading properties", ordinal);
+    }
+    device->name = absl::StrCat(
+        "cuda:", ordinal, " ", properties.name, ", ", properties.multiProcessorCount, " SMs, ",
+        properties.totalGlobalMem >> 20, " MiB, ", options.streams, " streams");
+    for (int s = 0; s < options.streams; ++s) {
+      auto lane = std::make_unique<Lane>();
+      lane->index = static_cast<int>(executor->lanes_.size());
+      lane->device = device.get();
+      cudaError_t error = cudaHostAlloc(reinterpret_cast<void**>(&lane->host.data),
+                                        options.staging_bytes, cudaHostAllocDefault);
+      if (error != cudaSuccess) return CudaError(error, "allocating pinned staging", ordinal);
+      error = cudaMalloc(reinterpret_cast<void**>(&lane->on_device.data), options.staging_bytes);
+      if (error != cudaSuccess) return CudaError(error, "allocating device staging", ordinal);
+      error = cudaStreamCreateWithFlags(&lane->stream.handle, cudaStreamNonBlocking);
+      if (error != cudaSuccess) return CudaError(error, "creating a stream", ordinal);
+      error = cudaEventCreate(&lane->start.handle);
+      if (error == cudaSuccess) error = cudaEventCreate(&lane->stop.handle);
+      if (error != cudaSuccess) return CudaError(error, "creating events", ordinal);
+      executor->lanes_.push_back(std::move(lane));
+    }
+    executor->devices_.push_back(std::move(device));
+  }
+  {
+    absl::MutexLock lock(&executor->mu_);
+    executor->lane_in_use_.assign(executor->lanes_.size(), false);
+  }
+  for (auto& lane : executor->lanes_) {
+    Lane& lane_ref = *lane;
+    CudaExecutor* self = executor.get();
+    lane->thread = std::thread([self, &lane_ref] { self->LaneLoop(lane_ref); });
+    pthread_setname_np(lane->thread.native_handle(), "pk-cuda-lane");
+  }
+  return executor;
+}
+
+CudaExecutor::~CudaExecutor() {
+  for (auto& lane : lanes_) {
+    {
+      std::lock_guard lock(lane->mutex);
+      lane->stopping = true;
+    }
+    lane->ready.notify_one();
+  }
+  for (auto& lane : lanes_) {
+    if (lane->thread.joinable()) lane->thread.join();
+  }
+}
+
+std::vector<std::string> CudaExecutor::devices() const {
+  std::vector<std::string> names;
+  for (const auto& device : devices_) {
+    names.push_back(device->failed ? device->name + " (out of service)" : device->name);
+  }
+  return names;
+}
+
+bool CudaExecutor::healthy() const {
+  return std::any_of(devices_.begin(), devices_.end(),
+                     [](const auto& device) { return !device->failed.load(); });
+}
+
+size_t CudaExecutor::max_batch_rows(const pk::Problem& problem) const {
+  // The largest row count whose layout fits a lane's staging.
+  size_t rows = std::max<size_t>(
+      1, options_.staging_bytes / (problem.row_bytes() + problem.out_value_bytes() +
+                                   size_t{problem.kk()} * sizeof(uint32_t)));
+  while (rows > 1 && Layout(problem, rows).end > options_.staging_bytes) --rows;
+  return rows;
+}
+
+absl::StatusOr<std::unique_ptr<Batch>> CudaExecutor::NewBatch(const pk::Problem& problem,
+                                                              size_t rows) {
+  if (rows < 1 || rows > max_batch_rows(problem)) {
+    return absl::InternalError(absl::StrCat(
+        "batch of ", rows, " rows, a lane's staging holds 1 to ", max_batch_rows(problem)));
+  }
+  Lane* chosen = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    // Round robin, preferring lanes of devices in service; a lane of a failed device is handed
+    // out only when no other is free, and its batch then fails at once.
+    for (int pass = 0; pass < 2 && chosen == nullptr; ++pass) {
+      for (size_t step = 0; step < lanes_.size(); ++step) {
+        const size_t index = (next_lane_ + step) % lanes_.size();
+        if (lane_in_use_[index]) continue;
+        if (pass == 0 && lanes_[index]->device->failed) continue;
+        chosen = lanes_[index].get();
+        lane_in_use_[index] = true;
+        next_lane_ = index + 1;
+        break;
+      }
+    }
+  }
+  if (chosen == nullptr) {
+    return absl::InternalError(absl::StrCat("all ", lanes_.size(), " CUDA lanes are in use"));
+  }
+  return std::make_unique<CudaBatch>(*this, *chosen, problem, rows, Layout(problem, rows));
+}
+
+void CudaExecutor::ReleaseLane(int index) {
+  absl::MutexLock lock(&mu_);
+  lane_in_use_[index] = false;
+}
+
+void CudaExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done) {
+  Lane& lane = static_cast<CudaBatch&>(*batch).lane();
+  {
+    std::lock_guard lock(lane.mutex);
+    lane.batch = std::move(batch);
+    lane.done = std::move(done);
+  }
+  lane.ready.notify_one();
+}
+
+void CudaExecutor::LaneLoop(Lane& lane) {
+  cudaSetDevice(lane.device->ordinal);
+  while (true) {
+    std::unique_ptr<Batch> batch;
+    BatchDone done;
+    {
+      std::unique_lock lock(lane.mutex);
+      lane.ready.wait(lock, [&] { return lane.stopping || lane.batch != nullptr; });
+      if (lane.batch == nullptr) return;  // stopping with nothing left
+      batch = std::move(lane.batch);
+      done = std::move(lane.done);
+    }
+    BatchOutcome outcome = RunOnLane(lane, *batch);
+    std::move(done)(std::move(batch), std::move(outcome));
+  }
+}
+
+BatchOutcome CudaExecutor::RunOnLane(Lane& lane, Batch& batch) {
+  Device& device = *lane.device;
+  const absl::Time begin = absl::Now();
+  if (device.failed) {
+    return {absl::InternalError(absl::StrCat("cuda device ", device.ordinal,
+                                             " is out of service after an earlier error")),
+            absl::ZeroDuration()};
+  }
+  const pk::Problem& problem = batch.problem();
+  const Layout layout(problem, batch.rows());
+  const cudaStream_t stream = lane.stream.handle;
+  std::byte* on_device = lane.on_device.data;
+  const uint64_t sequence = ++batches_run_;
+
+  cudaError_t error = cudaEventRecord(lane.start.handle, stream);
+  if (error == cudaSuccess) {
+    error =
+        cudaMemcpyAsync(on_device, lane.host.data, layout.scores, cudaMemcpyHostToDevice, stream);
+  }
+  if (error == cudaSuccess) {
+    if (options_.inject_failure_every > 0 && sequence % options_.inject_failure_every == 0) {
+      error = cudaErrorLaunchOutOfResources;  // simulated, and not sticky: the device stays
+    } else {
+      error = device.launcher->Launch(
+          problem, on_device, batch.rows(), on_device + layout.values_offset,
+          reinterpret_cast<uint32_t*>(on_device + layout.slots_offset), stream);
+    }
+  }
+  if (error == cudaSuccess) {
+    error = cudaMemcpyAsync(lane.host.data + layout.values_offset, on_device + layout.values_offset,
+                            layout.end - layout.values_offset, cudaMemcpyDeviceToHost, stream);
+  }
+  if (error == cudaSuccess) error = cudaEventRecord(lane.stop.handle, stream);
+  // Wait for the stream even after an enqueue error, so that no copy still runs into a buffer
+  // the next batch will use.
+  const cudaError_t sync_error = cudaStreamSynchronize(stream);
+  if (error == cudaSuccess) error = sync_error;
+  if (error != cudaSuccess) {
+    // A launch error is also left as the thread's last error; clear it for the next batch.
+    cudaGetLastError();
+    absl::Status status = CudaError(error, "running a batch", device.ordinal);
+    if (IsStickyError(error) && !device.failed.exchange(true)) {
+      spdlog::error("{}; taking device {} out of service", status.message(), device.ordinal);
+    } else {
+      spdlog::error("{} ({} rows failed)", status.message(), batch.rows());
+    }
+    return {std::move(status), absl::Now() - begin};
+  }
+  float milliseconds = 0;
+  if (cudaEventElapsedTime(&milliseconds, lane.start.handle, lane.stop.handle) != cudaSuccess) {
+    return {absl::OkStatus(), absl::Now() - begin};
+  }
+  return {absl::OkStatus(), absl::Microseconds(static_cast<int64_t>(milliseconds * 1000.0f))};
+}
+
+absl::StatusOr<std::unique_ptr<Executor>> MakeCudaExecutor(const ServerConfig& config) {
+  CudaExecutor::Options options;
+  options.devices = config.devices;
+  options.streams = config.streams;
+  auto executor = CudaExecutor::Create(options);
+  if (!executor.ok()) return executor.status();
+  return std::unique_ptr<Executor>(std::move(executor).value());
+}
+
+}  // namespace pkserve

@@ -1,0 +1,74 @@
+// The CUDA executor: per device, `streams` lanes, each a CUDA stream with its own pinned host
+// staging and device buffers, sized once at start and reused. A lane takes one batch at a time:
+// copy in, kernel, copy out on its stream, then completes the batch from its own thread. Lanes of
+// one device overlap each other's copies and kernels.
+//
+// A CUDA error fails the batch with INTERNAL and is logged. An error that leaves the device's
+// context unusable (a kernel fault, a lost device) takes every lane of that device out of
+// service: later batches go to the other devices, and with none left every batch fails with
+// INTERNAL and healthy() turns false, so health reports NOT_SERVING.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/executor.h"
+
+namespace pkserve {
+
+class CudaExecutor final : public Executor {
+ public:
+  struct Options {
+    std::vector<int> devices;  // CUDA device ordinals; empty = all
+    int streams = 2;           // lanes per device
+    // Per lane, for the scores, values and slots of one batch together, on the host (pinned)
+    // and on the device alike.
+    size_t staging_bytes = size_t{64} << 20;
+    // Tests only: every Nth batch fails as if the kernel launch had failed (0 = never).
+    int inject_failure_every = 0;
+  };
+
+  // Opens the devices, creates the streams and allocates every buffer. Errors name the device
+  // and the CUDA error (no device, out of memory, a kernel image that does not fit the device).
+  static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(const Options& options);
+
+  // Finishes the batches already submitted, then releases the devices.
+  ~CudaExecutor() override;
+
+  std::string_view backend() const override { return "cuda"; }
+  std::vector<std::string> devices() const override;
+  int max_in_flight() const override { return static_cast<int>(lanes_.size()); }
+  size_t max_batch_rows(const pk::Problem& problem) const override;
+  absl::StatusOr<std::unique_ptr<Batch>> NewBatch(const pk::Problem& problem, size_t rows) override;
+  void Submit(std::unique_ptr<Batch> batch, BatchDone done) override;
+  bool healthy() const override;
+
+ private:
+  struct Device;
+  struct Lane;
+  class CudaBatch;
+
+  explicit CudaExecutor(const Options& options);
+  void ReleaseLane(int index);
+  // The lane's thread ("pk-cuda-lane"): runs each batch handed to the lane, then completes it.
+  void LaneLoop(Lane& lane);
+  BatchOutcome RunOnLane(Lane& lane, Batch& batch);
+
+  const Options options_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::atomic<uint64_t> batches_run_{0};
+
+  absl::Mutex mu_;
+  std::vector<bool> lane_in_use_ ABSL_GUARDED_BY(mu_);
+  size_t next_lane_ ABSL_GUARDED_BY(mu_) = 0;  // round robin over devices
+};
+
+}  // namespace pkserve
