@@ -48,6 +48,7 @@ struct Bf16Type {
   static constexpr int kBlocksPerLane = 4;     // 32 lanes * 4 blocks * 8 = 1 024 elements
   static constexpr int kStagingBytes = 32 * kBlocksPerLane * 16;
   static constexpr int kMaxGroupsPerBlock = 4;
+  static constexpr int kMinBlocks = 4;  // blocks of 4 warps per SM: caps registers at 128
   static constexpr uint32_t kInvalidWord = 0x7fc07fc0u;  // two NaNs: never pass, never a maximum
 
   // Element h of a block held as four words. Pre: 0 <= h < 8.
@@ -82,6 +83,7 @@ struct Float32Type {
   static constexpr int kBlocksPerLane = 8;  // 32 lanes * 8 blocks * 4 = 1 024 elements
   static constexpr int kStagingBytes = 32 * kBlocksPerLane * 16;
   static constexpr int kMaxGroupsPerBlock = 2;
+  static constexpr int kMinBlocks = 3;  // 168 registers: no spills (a cap of 128 spills, slower)
   static constexpr uint32_t kInvalidWord = 0x7fc00000u;
 
   __device__ __forceinline__ static float Element(const uint32_t (&block)[4], int h) {
@@ -273,6 +275,18 @@ __device__ __forceinline__ void GroupMaxima(const uint32_t (&data)[T::kBlocksPer
   }
 }
 
+// Sorts the `keep` best of the factor buffer's `count` keys into its front.
+template <class T>
+__device__ __forceinline__ void TopSorted(const WarpMemory<T>& m, int count, int keep) {
+  if constexpr (sizeof(typename T::Key) == 4) {
+    if (count > 128) {
+      SelectTopSortedByCount(m.buffer, count, keep, m.buffer_chosen, m.histogram);
+      return;
+    }
+  }
+  SelectTopSorted(m.buffer, count, keep, m.buffer_chosen, m.histogram);
+}
+
 // Ranks factor f: its `kf` best columns by (key desc, column desc), written as values (NaN ->
 // -inf) and columns to list_value / list_column. factor: the factor's first element (global).
 template <class T>
@@ -356,7 +370,7 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
     int total = __shfl_sync(kFullMask, inclusive, 31);
     if (count + total > p.buffer_capacity) {
       // Cut the buffer to its kf best; the kf-th becomes the threshold. Leaves room for a chunk.
-      SelectTopSorted<Key>(m.buffer, count, kf, m.buffer_chosen, m.histogram);
+      TopSorted<T>(m, count, kf);
       count = kf;
       threshold = T::KeyValue(m.buffer[kf - 1]);
       mark();
@@ -376,7 +390,7 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
     __syncwarp();
     start += length;
   }
-  SelectTopSorted<Key>(m.buffer, count, kf, m.buffer_chosen, m.histogram);
+  TopSorted<T>(m, count, kf);
   for (int r = lane; r < kf; r += 32) {
     const Key key = m.buffer[r];
     list_value[r] = T::KeyValue(key);
@@ -409,9 +423,9 @@ __device__ __forceinline__ void SortUpTo512(Key* keys, int count, int keep) {
 
 // Stage f: pairs the running list (run_value, kept[f-1] entries) with factor f's list and returns
 // the kept[f] best candidate keys (sorted descending when `ordered`, else in any order).
-// Fast path: sort only the survivors' 32-bit score keys to find the kept-th best score; when no
-// tie straddles it, the candidates at or above it are exactly the kept best. Otherwise (ties, or
-// more than 512 survivors) the full 64-bit keys are selected.
+// Fast path: find the kept-th best 32-bit score key (a sort of up to 128 score keys, else a radix
+// count); the candidates above it all belong, and of those exactly at it the first by (i+j, i)
+// are ranked by counting when no more than 32 tie. Otherwise the full 64-bit keys are selected.
 template <class T>
 __device__ const uint64_t* SelectStage(const KernelParams& p, const WarpMemory<T>& m,
                                        const uint16_t* table, int f, const float* run_value,
@@ -451,9 +465,14 @@ __device__ const uint64_t* SelectStage(const KernelParams& p, const WarpMemory<T
   }
   __syncwarp();
   const int kept = p.kept[f];
-  if (count <= kMaxStageKeys) {
-    SortUpTo512(m.scores, count, kept);
-    const uint32_t cut = m.scores[kept - 1];
+  {
+    uint32_t cut;
+    if (count <= 128) {
+      SortUpTo512(m.scores, count, kept);
+      cut = m.scores[kept - 1];
+    } else {
+      cut = WarpKthLargest(m.scores, count, kept, m.histogram);
+    }
     int above = 0;
     int at_cut = 0;
     for (int base = 0; base < count; base += 32) {
@@ -618,13 +637,8 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
 // p.warps_per_row == 1: each warp computes whole rows in a grid-stride loop.
 // p.warps_per_row == F: a block of F warps computes one row at a time: warp f ranks factor f into
 // warp 0's lists, then warp 0 pairs and writes (lower latency for small batches).
-// Blocks of 4 warps a multiprocessor should hold (registers are capped to fit them).
-#ifndef PK_CUDA_MIN_BLOCKS
-#define PK_CUDA_MIN_BLOCKS 4
-#endif
-
 template <class T>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock, PK_CUDA_MIN_BLOCKS)
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, T::kMinBlocks)
     TopKKernel(const __grid_constant__ KernelParams p) {
   extern __shared__ __align__(16) uint8_t shared[];
   uint16_t* table = reinterpret_cast<uint16_t*>(shared);

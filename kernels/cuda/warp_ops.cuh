@@ -166,8 +166,8 @@ __device__ __forceinline__ void WarpSortDescending(Key (&keys)[E], Key* exchange
     }
   }
   // Phases of size 2E .. 32E: strides >= E cross lanes, then the merge finishes in the lane.
-  // Unrolled for small E (the hot sorts); loops for large E keep the code small.
-  if constexpr (E <= 4) {
+  // Unrolled up to 8 keys a lane (one out-of-line copy each); loops for 16 keep the code small.
+  if constexpr (E <= 8) {
 #pragma unroll
     for (int size = 2 * E; size <= 32 * E; size <<= 1) {
       CrossLanePhase<E>(keys, exchange, size, lane);
@@ -345,6 +345,14 @@ __device__ __noinline__ inline uint32_t WarpKthLargest(const uint32_t* keys, int
   return prefix;
 }
 
+// Sorts the `keep` largest of keys[0..count) descending into keys[0..keep), for distinct 32-bit
+// keys and counts above 128: the keep-th largest by a radix count, then only those at or above it
+// are moved to `chosen` and sorted (cheaper than sorting all of them).
+// Pre: keys distinct and > 0, 1 <= keep <= min(count, 256); chosen holds 256 keys, 16-byte
+// aligned; histogram has 256 counters.
+__device__ __forceinline__ void SelectTopSortedByCount(uint32_t* keys, int count, int keep,
+                                                       uint32_t* chosen, uint32_t* histogram);
+
 // Sorts the `keep` largest of keys[0..count) descending into keys[0..keep).
 // Pre: keys distinct and > 0, 1 <= keep <= min(count, 256), keys 16-byte aligned; `chosen` has room
 // for `keep` keys and `histogram` for 256 counters (used only when count > 512).
@@ -366,6 +374,39 @@ __device__ void SelectTopSorted(Key* keys, int count, int keep, Key* chosen, uin
   } else {
     SortSharedDescending<16>(keys, count, keep);
   }
+}
+
+}  // namespace pk::cuda
+
+namespace pk::cuda {
+
+__device__ __forceinline__ void SelectTopSortedByCount(uint32_t* keys, int count, int keep,
+                                                       uint32_t* chosen, uint32_t* histogram) {
+  const int lane = LaneId();
+  const unsigned lanes_below = (1u << lane) - 1u;
+  const uint32_t kth = WarpKthLargest(keys, count, keep, histogram);
+  int taken = 0;
+  for (int base = 0; base < count; base += 32) {
+    const int i = base + lane;
+    const uint32_t key = i < count ? keys[i] : 0u;
+    const bool in = i < count && key >= kth;
+    const unsigned chosen_mask = __ballot_sync(kFullMask, in);
+    if (in) chosen[taken + __popc(chosen_mask & lanes_below)] = key;
+    taken += __popc(chosen_mask);
+  }
+  __syncwarp();
+  const int per_lane = (keep + 31) / 32;
+  if (per_lane <= 1) {
+    SortSharedDescending<1>(chosen, keep, keep);
+  } else if (per_lane <= 2) {
+    SortSharedDescending<2>(chosen, keep, keep);
+  } else if (per_lane <= 4) {
+    SortSharedDescending<4>(chosen, keep, keep);
+  } else {
+    SortSharedDescending<8>(chosen, keep, keep);
+  }
+  for (int i = lane; i < keep; i += 32) keys[i] = chosen[i];
+  __syncwarp();
 }
 
 }  // namespace pk::cuda
