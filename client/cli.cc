@@ -42,7 +42,7 @@ constexpr OptionSpec kTopKOptions[] = {
     {"dtype", "TYPE", nullptr, "float32 or bfloat16 (default: the type of --input, else float32)"},
     {"input", "FILE.npy", nullptr,
      "score rows [rows, sum(widths)] (or one row [sum(widths)]): '<f4' float32, or bfloat16 "
-     "bit patterns as '<u2'"},
+     "bit patterns as '<u2' (or '<i2')"},
     {"random_rows", "N", nullptr, "send N rows of standard normal scores instead of --input"},
     {"seed", "S", "1", "seed of --random_rows"},
     {"out_values", "FILE.npy", nullptr,
@@ -136,11 +136,11 @@ absl::StatusOr<Rows> LoadRows(const ParsedOptions& options, uint32_t row_width) 
     if (!array.ok()) return array.status();
     std::string file_dtype;
     if (array->descr == "<f4") file_dtype = "float32";
-    if (array->descr == "<u2") file_dtype = "bfloat16";
+    if (array->descr == "<u2" || array->descr == "<i2") file_dtype = "bfloat16";
     if (file_dtype.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(options.get("input"), ": dtype '", array->descr,
-                       "' is neither float32 ('<f4') nor bfloat16 bit patterns ('<u2')"));
+                       "' is neither float32 ('<f4') nor bfloat16 bit patterns ('<u2' or '<i2')"));
     }
     if (!dtype_name.empty() && dtype_name != file_dtype) {
       return absl::InvalidArgumentError(absl::StrCat("--dtype=", dtype_name, " but ",
