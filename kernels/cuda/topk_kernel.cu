@@ -423,8 +423,8 @@ __device__ __forceinline__ void SortUpTo512(Key* keys, int count, int keep) {
 
 // Stage f: pairs the running list (run_value, kept[f-1] entries) with factor f's list and returns
 // the kept[f] best candidate keys (sorted descending when `ordered`, else in any order).
-// Fast path: find the kept-th best 32-bit score key (a sort of up to 128 score keys, else a radix
-// count); the candidates above it all belong, and of those exactly at it the first by (i+j, i)
+// Fast path: find the kept-th best 32-bit score key (a sort of up to 512 score keys, else a radix
+// count: score keys cluster, so its shared-memory atomics collide and it measured slower); the candidates above it all belong, and of those exactly at it the first by (i+j, i)
 // are ranked by counting when no more than 32 tie. Otherwise the full 64-bit keys are selected.
 template <class T>
 __device__ const uint64_t* SelectStage(const KernelParams& p, const WarpMemory<T>& m,
@@ -467,7 +467,7 @@ __device__ const uint64_t* SelectStage(const KernelParams& p, const WarpMemory<T
   const int kept = p.kept[f];
   {
     uint32_t cut;
-    if (count <= 128) {
+    if (count <= kMaxStageKeys) {
       SortUpTo512(m.scores, count, kept);
       cut = m.scores[kept - 1];
     } else {

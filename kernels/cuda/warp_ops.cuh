@@ -166,8 +166,9 @@ __device__ __forceinline__ void WarpSortDescending(Key (&keys)[E], Key* exchange
     }
   }
   // Phases of size 2E .. 32E: strides >= E cross lanes, then the merge finishes in the lane.
-  // Unrolled up to 8 keys a lane (one out-of-line copy each); loops for 16 keep the code small.
-  if constexpr (E <= 8) {
+  // Unrolled up to 4 keys a lane (one out-of-line copy each, the hot sorts); loops for more keep
+  // the code small (unrolling 8 measured slower: instruction fetch again).
+  if constexpr (E <= 4) {
 #pragma unroll
     for (int size = 2 * E; size <= 32 * E; size <<= 1) {
       CrossLanePhase<E>(keys, exchange, size, lane);
