@@ -279,7 +279,7 @@ __device__ __forceinline__ void GroupMaxima(const uint32_t (&data)[T::kBlocksPer
 template <class T>
 __device__ __forceinline__ void TopSorted(const WarpMemory<T>& m, int count, int keep) {
   if constexpr (sizeof(typename T::Key) == 4) {
-    if (count > 128) {
+    if (count > 256) {
       SelectTopSortedByCount(m.buffer, count, keep, m.buffer_chosen, m.histogram);
       return;
     }
@@ -423,8 +423,8 @@ __device__ __forceinline__ void SortUpTo512(Key* keys, int count, int keep) {
 
 // Stage f: pairs the running list (run_value, kept[f-1] entries) with factor f's list and returns
 // the kept[f] best candidate keys (sorted descending when `ordered`, else in any order).
-// Fast path: find the kept-th best 32-bit score key (a sort of up to 512 score keys, else a radix
-// count: score keys cluster, so its shared-memory atomics collide and it measured slower); the candidates above it all belong, and of those exactly at it the first by (i+j, i)
+// Fast path: find the kept-th best 32-bit score key (a sort of up to 256 score keys, else a radix
+// count, whose clustered shared-memory atomics make it pay only for large sets); the candidates above it all belong, and of those exactly at it the first by (i+j, i)
 // are ranked by counting when no more than 32 tie. Otherwise the full 64-bit keys are selected.
 template <class T>
 __device__ const uint64_t* SelectStage(const KernelParams& p, const WarpMemory<T>& m,
@@ -467,7 +467,7 @@ __device__ const uint64_t* SelectStage(const KernelParams& p, const WarpMemory<T
   const int kept = p.kept[f];
   {
     uint32_t cut;
-    if (count <= kMaxStageKeys) {
+    if (count <= 256) {
       SortUpTo512(m.scores, count, kept);
       cut = m.scores[kept - 1];
     } else {

@@ -347,7 +347,7 @@ __device__ __noinline__ inline uint32_t WarpKthLargest(const uint32_t* keys, int
 }
 
 // Sorts the `keep` largest of keys[0..count) descending into keys[0..keep), for distinct 32-bit
-// keys and counts above 128: the keep-th largest by a radix count, then only those at or above it
+// keys and large counts: the keep-th largest by a radix count, then only those at or above it
 // are moved to `chosen` and sorted (cheaper than sorting all of them).
 // Pre: keys distinct and > 0, 1 <= keep <= min(count, 256); chosen holds 256 keys, 16-byte
 // aligned; histogram has 256 counters.
