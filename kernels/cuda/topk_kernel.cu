@@ -2,24 +2,26 @@
 //
 // One warp computes one row; a block's warps take rows in a grid-stride loop, and all scratch
 // lives in the warp's slice of shared memory. Small batches instead get a block of F warps per row,
-// each ranking one factor, for latency. Per factor, the warp streams the factor through a
-// shared staging buffer in chunks of 1 024 elements (16-byte loads, any element alignment). On the
-// first chunk it takes the maximum of each small group of elements (a group is 2 to 8 elements of
-// one 16-byte block, enough groups to have about 2 kf of them), sorts those maxima with a
-// register bitonic network and keeps the kf-th largest as a threshold: kf groups reach it, so the
-// factor's kf best elements do too, and on random data only about 1.2 kf elements pass. Each lane
-// marks its passing elements in a bit mask (one float compare each), a warp scan places them, and
-// only those are turned into distinct composite keys (ordered value << 16 | column for bfloat16,
-// << 32 for float32) in a survivor buffer; if a later chunk would overflow it, the buffer is cut to
-// its kf best, which raises the threshold. The survivors' kf best, sorted, are the factor's ranked
-// list. Each pairing stage walks a per-block table of the staircase (i+1)(j+1) <= n, keeps the
-// candidates whose score key reaches the best corner of an exact n-pair rectangle (at least n
-// candidates do), and sorts the keys (score key << 32 | (i+j) << 8 | i) of the survivors; the first
-// n are SPEC.md's order. Running entries carry their factor ranks, so the last stage's slots are
-// sorted ascending with their ranks and the values recomputed from the lists (from the raw row only
-// behind a -inf, which may be a NaN). Sorts of up to 512 keys run
-// in registers (bitonic, shuffles for cross-lane strides); larger sets (ties) first go through a
-// warp radix select in shared memory, so every valid shape and input works, the heavy ones slower.
+// each ranking one factor, for latency. Per factor, the warp streams the factor through a shared
+// staging buffer in chunks of 1 024 elements (16-byte loads, any element alignment). On the first
+// chunk it takes the maximum of each small group of elements (2 to 8 elements of one 16-byte
+// block, enough groups to have about 2 kf of them) and finds the kf-th largest maximum (a register
+// sort, or a radix count for large sets): kf groups reach it, so the factor's kf best elements do
+// too, and on random data only about 1.2 kf elements pass. Each lane marks its passing elements in
+// a bit mask (one float compare each), a warp scan places them, and only those become distinct
+// composite keys (ordered value << 16 | column for bfloat16, << 32 for float32) in a survivor
+// buffer; a later chunk that would overflow it first cuts it to its kf best, raising the threshold.
+// The survivors' kf best, sorted, are the factor's ranked list. Each pairing stage walks a
+// per-block table of the staircase (i+1)(j+1) <= n, keeps the candidates whose score key reaches
+// the best corner of an exact n-pair rectangle (at least n candidates do), finds the n-th best
+// 32-bit score key, takes every candidate above it and ranks the few tied at it by (i+j, i); keys
+// (score key << 32 | (i+j) << 8 | i) give the order where a later stage needs it. Running entries
+// carry their factor ranks, so the last stage's slots are sorted ascending with their ranks and the
+// values recomputed from the lists (from the raw row only behind a -inf, which may be a NaN).
+// Sorts are register bitonic networks whose cross-lane steps exchange through shared memory, each
+// compiled once out of line: the kernel is instruction-bound, and unrolled copies at every call
+// site made it instruction-fetch-bound. Sets beyond 512 keys (ties) go through a warp radix
+// select, so every valid shape and input works, the heavy ones slower. NOTES.md has the numbers.
 #include <cuda_runtime.h>
 
 #include <algorithm>
