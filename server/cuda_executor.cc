@@ -38,7 +38,7 @@ struct Layout {
   }
 };
 
-absl::Status CudaError(cudaError_t error, std::string_view what, int device) {
+absl::Status CudaError(cudaError_t error, const char* what, int device) {
   return absl::InternalError(absl::StrCat("cuda device ", device, ": ", what, ": ",
                                           cudaGetErrorName(error), " (", cudaGetErrorString(error),
                                           ")"));
@@ -339,9 +339,10 @@ BatchOutcome CudaExecutor::RunOnLane(Lane& lane, Batch& batch) {
     cudaGetLastError();
     absl::Status status = CudaError(error, "running a batch", device.ordinal);
     if (IsStickyError(error) && !device.failed.exchange(true)) {
-      spdlog::error("{}; taking device {} out of service", status.message(), device.ordinal);
+      spdlog::error("{}; taking device {} out of service", std::string(status.message()),
+                    device.ordinal);
     } else {
-      spdlog::error("{} ({} rows failed)", status.message(), batch.rows());
+      spdlog::error("{} ({} rows failed)", std::string(status.message()), batch.rows());
     }
     return {std::move(status), absl::Now() - begin};
   }

@@ -94,6 +94,10 @@ class Executor {
   virtual absl::StatusOr<std::unique_ptr<Batch>> NewBatch(const pk::Problem& problem,
                                                           size_t rows) = 0;
 
+  // False once the executor can no longer compute (e.g. every CUDA device failed); the server
+  // then reports NOT_SERVING. Batches submitted meanwhile still complete, with an error status.
+  virtual bool healthy() const { return true; }
+
   // Starts computing `batch` (one of this executor's, its scores filled) and returns at once.
   // Calls `done` exactly once, from an executor thread and never from inside Submit. Batches may
   // complete in any order.

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -8,6 +10,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/executor_factory.h"
+#include "server/fault_injection.h"
 #include "server/version.h"
 #include "spdlog/spdlog.h"
 
@@ -54,7 +57,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     if (!made.ok()) return made.status();
     executor = *std::move(made);
   }
-  server->executor_ = std::move(executor);
+  server->executor_ = MaybeInjectBatchFailures(std::move(executor), config.inject_batch_failures);
   server->info_ = MakeServerInfo(config, *server->executor_);
 
   BatcherOptions batching;
@@ -67,17 +70,24 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(config.tls);
+  if (!credentials.ok()) return credentials.status();
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
-  builder.AddListeningPort(config.address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(config.address, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("could not listen on --address=", config.address,
-                                               " (address in use, not local, or not host:port?)"));
+    return absl::UnavailableError(
+        absl::StrCat("could not listen on --address=", config.address,
+                     " (address in use, not local, or not host:port?",
+                     config.tls.enabled() ? " or --tls_key not the key of --tls_cert?" : "", ")"));
   }
   server->address_ = WithPort(config.address, server->port_);
   server->grpc_server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  server->health_watch_ = std::thread([raw = server.get()] { raw->WatchExecutorHealth(); });
+  pthread_setname_np(server->health_watch_.native_handle(), "pk-health");
 
   const v1::ServerInfo& info = server->info_;
   spdlog::info("pkserve {} backend {} ({}), max_rows_per_request {}, max_message_bytes {}",
@@ -88,11 +98,27 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
       "{} batches in flight",
       config.max_batch_rows, absl::ToInt64Microseconds(config.max_queue_delay),
       config.max_queued_rows, server->executor_->max_in_flight());
-  spdlog::info("listening on {} (health, reflection on)", server->address_);
+  spdlog::info("listening on {} ({}; health, reflection on)", server->address_,
+               config.tls.ModeName());
   return server;
 }
 
 Server::~Server() { Drain(absl::ZeroDuration()); }
+
+void Server::WatchExecutorHealth() {
+  bool serving = true;
+  while (!stop_health_watch_.WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
+    const bool healthy = executor_->healthy();
+    if (healthy == serving) continue;
+    serving = healthy;
+    if (healthy) {
+      spdlog::info("executor healthy again: health SERVING");
+    } else {
+      spdlog::error("executor out of service: health NOT_SERVING");
+    }
+    grpc_server_->GetHealthCheckService()->SetServingStatus(healthy);
+  }
+}
 
 void Server::Drain(absl::Duration timeout) {
   absl::MutexLock lock(&drain_mu_);
@@ -104,6 +130,8 @@ void Server::Drain(absl::Duration timeout) {
       "draining: health NOT_SERVING, new requests UNAVAILABLE, up to {}s to answer "
       "accepted requests",
       absl::ToDoubleSeconds(timeout));
+  stop_health_watch_.Notify();
+  if (health_watch_.joinable()) health_watch_.join();
   grpc_server_->GetHealthCheckService()->SetServingStatus(false);
   service_->StartDraining();
   batcher_->StopAccepting();

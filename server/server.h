@@ -9,10 +9,12 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "pkserve/v1/pkserve.pb.h"
@@ -57,6 +59,10 @@ class Server {
   void Drain(absl::Duration timeout);
 
  private:
+  // The health thread ("pk-health"): mirrors the executor's healthy() into the health service
+  // (both the overall and the SparseMemory status) until the drain starts.
+  void WatchExecutorHealth();
+
   ServerConfig config_;
   v1::ServerInfo info_;
   int port_ = 0;
@@ -67,6 +73,8 @@ class Server {
   std::unique_ptr<Admission> admission_;
   std::unique_ptr<SparseMemoryService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  absl::Notification stop_health_watch_;
+  std::thread health_watch_;
 
   absl::Mutex drain_mu_;
   bool drained_ ABSL_GUARDED_BY(drain_mu_) = false;
