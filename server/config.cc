@@ -51,6 +51,7 @@ constexpr uint32_t kMaxBatchRowsLimit = 1 << 20;
 
 absl::Status ValidateConfig(const ServerConfig& config) {
   if (config.address.empty()) return absl::InvalidArgumentError("--address must not be empty");
+  if (absl::Status tls = ValidateTlsFiles(config.tls); !tls.ok()) return tls;
   if (config.threads < 0 || config.threads > kMaxThreads) {
     return absl::InvalidArgumentError(absl::StrCat("--threads must be in [0, ", kMaxThreads,
                                                    "] (0 = all hardware threads), got ",

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/tls.h"
 
 namespace pkserve {
 
@@ -22,6 +23,7 @@ absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view text);
 
 struct ServerConfig {
   std::string address = "0.0.0.0:50051";  // host:port; port 0 picks a free one
+  ServerTlsFiles tls;                      // empty: plaintext (see server/tls.h)
 
   Backend backend = Backend::kAuto;
   int threads = 0;           // CPU compute threads; 0 = one per hardware thread
@@ -42,6 +44,10 @@ struct ServerConfig {
 
   std::string log_level = "info";
   LogFormat log_format = LogFormat::kText;
+
+  // Testing only (hidden flag --inject_batch_failures): fail every Nth batch with INTERNAL
+  // (server/fault_injection.h); 0 = off.
+  uint32_t inject_batch_failures = 0;
 
   // threads resolved: the number of CPU compute threads to start.
   int ResolvedThreads() const;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
@@ -15,6 +16,11 @@
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051",
           "host:port to listen on (gRPC, plaintext); port 0 picks a free port and logs it");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the server: serve TLS instead of plaintext (with --tls_key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: mutual TLS, every client must present a certificate signed by it");
 ABSL_FLAG(std::string, backend, "auto",
           "what computes: auto (cuda when built and a device is usable, else cpu), cpu, cuda");
 ABSL_FLAG(int32_t, threads, 0, "CPU compute threads; 0 = one per hardware thread");
@@ -40,6 +46,8 @@ ABSL_FLAG(std::string, log_level, "info",
           "trace, debug (one line per request), info, warn, "
           "error, critical or off");
 ABSL_FLAG(std::string, log_format, "text", "text, or json (one object a line)");
+// Hidden from --help (defined in server/testing_flags.cc): fault injection for tests.
+ABSL_DECLARE_FLAG(uint32_t, inject_batch_failures);
 
 namespace pkserve {
 namespace {
@@ -76,6 +84,9 @@ void SetUpFlagsUsage() {
 absl::StatusOr<ServerConfig> ConfigFromFlags() {
   ServerConfig config;
   config.address = absl::GetFlag(FLAGS_address);
+  config.tls.cert = absl::GetFlag(FLAGS_tls_cert);
+  config.tls.key = absl::GetFlag(FLAGS_tls_key);
+  config.tls.client_ca = absl::GetFlag(FLAGS_tls_client_ca);
   absl::StatusOr<Backend> backend = ParseBackend(absl::GetFlag(FLAGS_backend));
   if (!backend.ok()) return backend.status();
   config.backend = *backend;
@@ -95,6 +106,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   absl::StatusOr<LogFormat> format = ParseLogFormat(absl::GetFlag(FLAGS_log_format));
   if (!format.ok()) return format.status();
   config.log_format = *format;
+  config.inject_batch_failures = absl::GetFlag(FLAGS_inject_batch_failures);
   if (absl::Status valid = ValidateConfig(config); !valid.ok()) return valid;
   return config;
 }
