@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -84,6 +86,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   }
   server->address_ = WithPort(config.address, server->port_);
   server->grpc_server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  server->health_watch_ = std::thread([raw = server.get()] { raw->WatchExecutorHealth(); });
+  pthread_setname_np(server->health_watch_.native_handle(), "pk-health");
 
   const v1::ServerInfo& info = server->info_;
   spdlog::info("pkserve {} backend {} ({}), max_rows_per_request {}, max_message_bytes {}",
@@ -101,6 +105,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
 
 Server::~Server() { Drain(absl::ZeroDuration()); }
 
+void Server::WatchExecutorHealth() {
+  bool serving = true;
+  while (!stop_health_watch_.WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
+    const bool healthy = executor_->healthy();
+    if (healthy == serving) continue;
+    serving = healthy;
+    if (healthy) {
+      spdlog::info("executor healthy again: health SERVING");
+    } else {
+      spdlog::error("executor out of service: health NOT_SERVING");
+    }
+    grpc_server_->GetHealthCheckService()->SetServingStatus(healthy);
+  }
+}
+
 void Server::Drain(absl::Duration timeout) {
   absl::MutexLock lock(&drain_mu_);
   if (drained_ || grpc_server_ == nullptr) return;  // drained already, or never started
@@ -111,6 +130,8 @@ void Server::Drain(absl::Duration timeout) {
       "draining: health NOT_SERVING, new requests UNAVAILABLE, up to {}s to answer "
       "accepted requests",
       absl::ToDoubleSeconds(timeout));
+  stop_health_watch_.Notify();
+  if (health_watch_.joinable()) health_watch_.join();
   grpc_server_->GetHealthCheckService()->SetServingStatus(false);
   service_->StartDraining();
   batcher_->StopAccepting();
