@@ -34,6 +34,12 @@ constexpr OptionSpec kConnectionOptions[] = {
      "the server; several: ipv4:HOST:PORT,HOST:PORT (with --lb_policy=round_robin)"},
     {"deadline_ms", "MS", "30000", "deadline of the call"},
     {"lb_policy", "POLICY", "pick_first", "pick_first or round_robin (across several addresses)"},
+    {"tls", nullptr, nullptr, "use TLS (implied by the --tls_* options); the system's CA roots"},
+    {"tls_ca", "FILE.pem", nullptr, "CA bundle to verify the server's certificate against"},
+    {"tls_cert", "FILE.pem", nullptr, "client certificate chain, for mutual TLS (with --tls_key)"},
+    {"tls_key", "FILE.pem", nullptr, "private key of --tls_cert"},
+    {"tls_server_name", "NAME", nullptr,
+     "the name the server's certificate must carry, when not the host of --target"},
 };
 
 constexpr OptionSpec kTopKOptions[] = {
@@ -94,6 +100,13 @@ absl::StatusOr<Connection> ConnectFromOptions(const ParsedOptions& options) {
   }
   client_options.deadline = absl::Milliseconds(deadline_ms);
   client_options.load_balancing_policy = options.get("lb_policy");
+  TlsOptions& tls = client_options.tls;
+  tls.ca_file = options.get("tls_ca");
+  tls.cert_file = options.get("tls_cert");
+  tls.key_file = options.get("tls_key");
+  tls.server_name = options.get("tls_server_name");
+  tls.enabled = options.has("tls") || !tls.ca_file.empty() || !tls.cert_file.empty() ||
+                !tls.key_file.empty() || !tls.server_name.empty();
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(client_options);
   if (!client.ok()) return client.status();
   return Connection{*std::move(client), client_options.deadline};

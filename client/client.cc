@@ -36,8 +36,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   // Answers hold rows x kk x 8 bytes: far past gRPC's default 4 MiB for large requests.
   arguments.SetMaxReceiveMessageSize(-1);
   arguments.SetMaxSendMessageSize(-1);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      MakeChannelCredentials(options.tls, arguments);
+  if (!credentials.ok()) return credentials.status();
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), arguments);
+      grpc::CreateCustomChannel(options.target, *credentials, arguments);
   if (channel == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot make a channel to '", options.target, "'"));

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "client/tls.h"
 #include "grpcpp/grpcpp.h"
 #include "pkserve/v1/pkserve.grpc.pb.h"
 
@@ -34,6 +35,8 @@ struct ClientOptions {
   std::string load_balancing_policy;
   // Wait for the server to become reachable (within the deadline) instead of failing at once.
   bool wait_for_ready = false;
+  // Plaintext unless tls.enabled (client/tls.h).
+  TlsOptions tls;
 };
 
 // The serving status of a health check, as grpc.health.v1 defines it.

@@ -31,6 +31,7 @@ class FaultInjectingExecutor final : public Executor {
                                                   size_t rows) override {
     return inner_->NewBatch(problem, rows);
   }
+  bool healthy() const override { return inner_->healthy(); }
   // The batch runs on the inner executor either way (so `done` comes from its thread, as the
   // contract asks); a batch picked to fail then completes with INTERNAL instead of its outcome.
   void Submit(std::unique_ptr<Batch> batch, BatchDone done) override;
