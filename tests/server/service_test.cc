@@ -63,6 +63,7 @@ std::string CompareGolden(const pk::golden::Case& c, const v1::TopKResponse& res
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (const std::string why = testing::TestBackendUnavailable(); !why.empty()) GTEST_SKIP() << why;
     ServerConfig config = LoopbackConfig();
     config.max_rows_per_request = 2048;
     server_ = StartServer(config);

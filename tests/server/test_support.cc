@@ -2,19 +2,40 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/topk_cpu.h"
 #include "kernels/testing/random_rows.h"
 #include "server/validation.h"
+#if defined(PK_HAVE_CUDA)
+#include "kernels/cuda/topk_cuda.h"
+#endif
 
 namespace pkserve::testing {
+
+namespace {
+bool CudaRequested() {
+  const char* backend = std::getenv("PKSERVE_TEST_BACKEND");
+  return backend != nullptr && std::strcmp(backend, "cuda") == 0;
+}
+}  // namespace
+
+std::string TestBackendUnavailable() {
+  if (!CudaRequested()) return "";
+#if defined(PK_HAVE_CUDA)
+  std::string why;
+  return pk::cuda::DeviceAvailable(&why) ? "" : "PKSERVE_TEST_BACKEND=cuda: " + why;
+#else
+  return "PKSERVE_TEST_BACKEND=cuda: this build has no CUDA backend";
+#endif
+}
 
 ServerConfig LoopbackConfig() {
   ServerConfig config;
   config.address = "127.0.0.1:0";
-  config.backend = Backend::kCpu;
+  config.backend = CudaRequested() ? Backend::kCuda : Backend::kCpu;
   config.threads = 2;
   config.max_queue_delay = absl::Milliseconds(2);
   config.drain_timeout = absl::Seconds(10);

@@ -26,8 +26,12 @@
 
 namespace pkserve::testing {
 
-// A config for tests: loopback, a free port, 2 threads, short drain.
+// A config for tests: loopback, a free port, 2 threads, short drain. The backend is the CPU, or
+// CUDA when the environment says PKSERVE_TEST_BACKEND=cuda (the service tests then run on a GPU).
 ServerConfig LoopbackConfig();
+
+// "" when the backend LoopbackConfig() picks can run here, else why not (tests skip with it).
+std::string TestBackendUnavailable();
 
 // Starts a server (failing the current test if it cannot).
 std::unique_ptr<Server> StartServer(const ServerConfig& config,
