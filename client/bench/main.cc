@@ -1,0 +1,324 @@
+// pkserve-bench: load generator for pkserve. Closed-loop concurrency sweeps or open-loop request
+// rates, unary or stream calls, an in-process echo baseline measured level by level beside the
+// target, sampled answers checked bit for bit against the CPU implementation.
+//
+//   pkserve-bench --target=127.0.0.1:50051 --widths=1024,1024 --k=64 --dtype=bf16 --rows=1
+//       --concurrency=1,4,16,64 --warmup=2 --duration=10 --baseline=echo --verify=100
+//       --json=out.json
+//
+// Exit status: 0 when every level ran (and every verified answer matched), 1 when a level could
+// not run, no request of a level succeeded, or an answer differed; 2 on bad usage.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/bench/channels.h"
+#include "client/bench/echo_server.h"
+#include "client/bench/load.h"
+#include "client/bench/options.h"
+#include "client/bench/report.h"
+#include "client/bench/request_pool.h"
+#include "client/bench/verify.h"
+#include "pkserve/v1/pkserve.grpc.pb.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051",
+          "pkserve address; several, comma-separated (a:port,b:port), are spread round_robin");
+ABSL_FLAG(std::string, widths, "1024,1024", "factor widths of every request");
+ABSL_FLAG(uint32_t, k, 64, "slots wanted per row");
+ABSL_FLAG(std::string, dtype, "bf16", "element type: f32 or bf16");
+ABSL_FLAG(std::string, rows, "1", "rows per request: a count, or a range LOW-HIGH drawn uniformly");
+ABSL_FLAG(std::string, mode, "unary", "unary (TopK calls) or stream (TopKStream, one per slot)");
+ABSL_FLAG(std::string, concurrency, "1,4,16,64",
+          "closed loop: requests kept in flight, one level per entry");
+ABSL_FLAG(std::string, rate, "",
+          "open loop: requests/s, one level per entry (replaces --concurrency); latency counts "
+          "from the scheduled send time");
+ABSL_FLAG(std::string, arrivals, "poisson", "open loop: poisson or constant gaps between sends");
+ABSL_FLAG(double, warmup, 2, "seconds of warm-up before each level's measured window");
+ABSL_FLAG(double, duration, 10, "seconds measured per level");
+ABSL_FLAG(int32_t, connections, 1,
+          "separate channels (HTTP/2 connections) per server; throughput runs need several");
+ABSL_FLAG(int32_t, threads, 0, "completion-queue threads; 0 = min(hardware threads, 8)");
+ABSL_FLAG(double, deadline_s, 10, "deadline of each unary call, seconds");
+ABSL_FLAG(int32_t, max_outstanding, 10000,
+          "open loop: requests in flight at most; later sends wait (and count the wait)");
+ABSL_FLAG(int32_t, pool, 64, "distinct random requests generated up front and reused");
+ABSL_FLAG(int32_t, verify, 0,
+          "answers per level, sampled uniformly, checked bit for bit against the CPU "
+          "implementation; any difference fails the run");
+ABSL_FLAG(std::string, baseline, "none",
+          "none, or echo: also measure an in-process gRPC echo server that answers with "
+          "responses of pkserve's size, level by level");
+ABSL_FLAG(std::string, json, "", "write every level's figures to this file (JSON)");
+ABSL_FLAG(uint64_t, seed, 1, "seed of the request pool and of the arrival times");
+
+namespace pkserve::bench {
+namespace {
+
+constexpr absl::Duration kConnectTimeout = absl::Seconds(10);
+
+absl::StatusOr<BenchOptions> OptionsFromFlags() {
+  BenchOptions options;
+  options.target = absl::GetFlag(FLAGS_target);
+  absl::StatusOr<std::vector<uint32_t>> widths = ParseUintList(absl::GetFlag(FLAGS_widths), "widths");
+  if (!widths.ok()) return widths.status();
+  absl::StatusOr<pk::DType> dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) return dtype.status();
+  pk::Result<pk::Problem> problem = pk::ValidateProblem(*widths, absl::GetFlag(FLAGS_k), *dtype);
+  if (!problem.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--widths/--k: ", problem.error().message));
+  }
+  options.workload.problem = problem.value();
+  absl::StatusOr<std::pair<uint32_t, uint32_t>> rows = ParseRowRange(absl::GetFlag(FLAGS_rows));
+  if (!rows.ok()) return rows.status();
+  options.workload.min_rows = rows->first;
+  options.workload.max_rows = rows->second;
+  absl::StatusOr<CallMode> mode = ParseCallMode(absl::GetFlag(FLAGS_mode));
+  if (!mode.ok()) return mode.status();
+  options.workload.mode = *mode;
+  absl::StatusOr<std::vector<int>> concurrency = ParseConcurrency(absl::GetFlag(FLAGS_concurrency));
+  if (!concurrency.ok()) return concurrency.status();
+  options.concurrency = *concurrency;
+  absl::StatusOr<std::vector<double>> rates = ParseRates(absl::GetFlag(FLAGS_rate));
+  if (!rates.ok()) return rates.status();
+  options.rates = *rates;
+  absl::StatusOr<Arrivals> arrivals = ParseArrivals(absl::GetFlag(FLAGS_arrivals));
+  if (!arrivals.ok()) return arrivals.status();
+  options.arrivals = *arrivals;
+  absl::StatusOr<absl::Duration> warmup = ParseSeconds(absl::GetFlag(FLAGS_warmup), "warmup", true);
+  if (!warmup.ok()) return warmup.status();
+  options.warmup = *warmup;
+  absl::StatusOr<absl::Duration> duration =
+      ParseSeconds(absl::GetFlag(FLAGS_duration), "duration", false);
+  if (!duration.ok()) return duration.status();
+  options.duration = *duration;
+  absl::StatusOr<absl::Duration> deadline =
+      ParseSeconds(absl::GetFlag(FLAGS_deadline_s), "deadline_s", false);
+  if (!deadline.ok()) return deadline.status();
+  options.deadline = *deadline;
+
+  const auto in_range = [](int32_t value, int32_t low, int32_t high, const char* flag)
+      -> absl::Status {
+    if (value >= low && value <= high) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be in [", low, ", ", high, "], got ", value));
+  };
+  options.connections = absl::GetFlag(FLAGS_connections);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.max_outstanding = absl::GetFlag(FLAGS_max_outstanding);
+  options.pool_requests = absl::GetFlag(FLAGS_pool);
+  options.verify = absl::GetFlag(FLAGS_verify);
+  for (absl::Status status :
+       {in_range(options.connections, 1, 256, "connections"),
+        in_range(options.threads, 0, 256, "threads"),
+        in_range(options.max_outstanding, 1, 1000000, "max_outstanding"),
+        in_range(options.pool_requests, 1, 100000, "pool"),
+        in_range(options.verify, 0, 1000000, "verify")}) {
+    if (!status.ok()) return status;
+  }
+  const std::string baseline = absl::GetFlag(FLAGS_baseline);
+  if (baseline != "none" && baseline != "echo") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--baseline must be none or echo, got '", baseline, "'"));
+  }
+  options.baseline_echo = baseline == "echo";
+  options.json_path = absl::GetFlag(FLAGS_json);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  return options;
+}
+
+// What the target says about itself, for the header; "" when it does not answer.
+std::string DescribeServer(const std::shared_ptr<grpc::Channel>& channel) {
+  std::unique_ptr<v1::SparseMemory::Stub> stub = v1::SparseMemory::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::ServerInfo info;
+  if (!stub->GetServerInfo(&context, v1::ServerInfoRequest(), &info).ok()) return "";
+  return absl::StrCat("pkserve ", info.version(), ", backend ", info.backend(), " (",
+                      absl::StrJoin(info.devices(), "; "), "), max_batch_rows ",
+                      info.batching().max_batch_rows(), ", max_queue_delay_us ",
+                      info.batching().max_queue_delay_us());
+}
+
+// Runs one level, with a progress line on a terminal.
+absl::StatusOr<LevelStats> RunLevel(LoadGenerator& generator, const LevelSpec& spec,
+                                    const std::string& server, bool tty) {
+  const std::string label = absl::StrCat(LevelName(spec), ", ", server);
+  auto on_progress = [&label, tty](const Progress& progress) {
+    if (!tty) return;
+    std::printf("\r\033[K[%s] %s %.1f/%.1f s, answered %llu, failed %llu, in flight %lld",
+                label.c_str(), progress.phase, progress.elapsed_s, progress.total_s,
+                static_cast<unsigned long long>(progress.answered),
+                static_cast<unsigned long long>(progress.failed),
+                static_cast<long long>(progress.in_flight));
+    std::fflush(stdout);
+  };
+  absl::StatusOr<LevelStats> stats = generator.Run(spec, on_progress);
+  if (tty) std::printf("\r\033[K");
+  if (stats.ok()) std::printf("%-9s %-16s %s\n", server.c_str(), LevelName(spec).c_str(),
+                              SummaryLine(*stats).c_str());
+  std::fflush(stdout);
+  return stats;
+}
+
+int Main() {
+  absl::StatusOr<BenchOptions> parsed = OptionsFromFlags();
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "pkserve-bench: %s\n", std::string(parsed.status().message()).c_str());
+    return 2;
+  }
+  const BenchOptions& options = *parsed;
+  absl::StatusOr<TargetSpec> target = ParseTarget(options.target);
+  if (!target.ok()) {
+    std::fprintf(stderr, "pkserve-bench: %s\n", std::string(target.status().message()).c_str());
+    return 2;
+  }
+  const bool tty = isatty(STDOUT_FILENO) == 1;
+
+  const RequestPool pool(options.workload, options.pool_requests, options.pool_bytes, options.seed);
+  std::vector<std::shared_ptr<grpc::Channel>> channels = MakeChannels(*target, options.connections);
+  if (absl::Status connected = WaitForChannels(channels, target->target, kConnectTimeout);
+      !connected.ok()) {
+    std::fprintf(stderr, "pkserve-bench: %s\n", std::string(connected.message()).c_str());
+    return 1;
+  }
+  std::unique_ptr<EchoServer> echo;
+  std::optional<LoadGenerator> echo_generator;
+  if (options.baseline_echo) {
+    absl::StatusOr<std::unique_ptr<EchoServer>> started = EchoServer::Start(EchoOptions());
+    if (!started.ok()) {
+      std::fprintf(stderr, "pkserve-bench: %s\n", std::string(started.status().message()).c_str());
+      return 1;
+    }
+    echo = *std::move(started);
+    std::vector<std::shared_ptr<grpc::Channel>> echo_channels =
+        MakeChannels(TargetSpec{echo->address(), ""}, options.connections);
+    if (absl::Status connected = WaitForChannels(echo_channels, echo->address(), kConnectTimeout);
+        !connected.ok()) {
+      std::fprintf(stderr, "pkserve-bench: %s\n", std::string(connected.message()).c_str());
+      return 1;
+    }
+    echo_generator.emplace(options, pool, std::move(echo_channels));
+  }
+
+  const std::string server = DescribeServer(channels.front());
+  std::printf("pkserve-bench: target %s (%s)\n", options.target.c_str(),
+              server.empty() ? "no server info" : server.c_str());
+  std::printf(
+      "workload %s; %s; %d connection(s), %d client threads; %zu pooled requests (mean %.1f "
+      "rows); warm-up %s, duration %s per level%s%s\n",
+      DescribeWorkload(options.workload).c_str(),
+      options.open_loop()
+          ? absl::StrCat("open loop, ",
+                         options.arrivals == Arrivals::kPoisson ? "poisson" : "constant",
+                         " arrivals")
+                .c_str()
+          : "closed loop",
+      options.connections, options.ResolvedThreads(), pool.size(), pool.mean_rows(),
+      absl::FormatDuration(options.warmup).c_str(), absl::FormatDuration(options.duration).c_str(),
+      options.baseline_echo ? absl::StrCat("; echo baseline on ", echo->address()).c_str() : "",
+      options.verify > 0 ? absl::StrCat("; verifying ", options.verify, " answers a level").c_str()
+                         : "");
+  std::fflush(stdout);
+
+  std::vector<LevelSpec> levels;
+  if (options.open_loop()) {
+    for (double rate : options.rates) levels.push_back({.rate = rate});
+  } else {
+    for (int concurrency : options.concurrency) levels.push_back({.concurrency = concurrency});
+  }
+
+  LoadGenerator generator(options, pool, channels);
+  std::vector<LevelResult> results;
+  int exit_code = 0;
+  for (const LevelSpec& spec : levels) {
+    LevelResult result;
+    result.spec = spec;
+    absl::StatusOr<LevelStats> measured = RunLevel(generator, spec, "pkserve", tty);
+    if (!measured.ok()) {
+      std::fprintf(stderr, "pkserve-bench: %s: %s\n", LevelName(spec).c_str(),
+                   std::string(measured.status().message()).c_str());
+      return 1;
+    }
+    result.service = *std::move(measured);
+    if (result.service.ok == 0) {
+      std::fprintf(stderr, "pkserve-bench: %s: no request succeeded\n", LevelName(spec).c_str());
+      exit_code = 1;
+    }
+    if (options.verify > 0) {
+      result.verify = VerifySamples(options.workload.problem, result.service.samples);
+      result.service.samples.clear();
+      const VerifyResult& verify = *result.verify;
+      if (verify.checked == 0) {
+        std::printf("verify: no answer to check\n");
+        exit_code = 1;
+      } else if (verify.mismatched > 0) {
+        std::printf("verify: %zu of %zu answers differ from the CPU implementation; first: %s\n",
+                    verify.mismatched, verify.checked, verify.first_mismatch.c_str());
+        exit_code = 1;
+      } else {
+        std::printf("verify: %zu answers equal the CPU implementation's, bit for bit\n",
+                    verify.checked);
+      }
+    }
+    if (echo_generator.has_value()) {
+      absl::StatusOr<LevelStats> baseline = RunLevel(*echo_generator, spec, "echo", tty);
+      if (!baseline.ok()) {
+        std::fprintf(stderr, "pkserve-bench: %s, echo: %s\n", LevelName(spec).c_str(),
+                     std::string(baseline.status().message()).c_str());
+        return 1;
+      }
+      result.baseline = *std::move(baseline);
+      result.baseline->samples.clear();
+    }
+    results.push_back(std::move(result));
+  }
+
+  std::printf("\n%s\n%s", ResultTable(results).c_str(), ResultJsonLines(results).c_str());
+  std::fflush(stdout);
+  if (!options.json_path.empty()) {
+    std::ofstream out(options.json_path);
+    out << ResultsJson(results);
+    if (!out.good()) {
+      std::fprintf(stderr, "pkserve-bench: cannot write %s\n", options.json_path.c_str());
+      return 1;
+    }
+  }
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace pkserve::bench
+
+int main(int argc, char** argv) {
+  absl::FlagsUsageConfig usage;
+  usage.contains_helpshort_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "client/bench/main.cc");
+  };
+  usage.contains_help_flags = usage.contains_helpshort_flags;
+  absl::SetFlagsUsageConfig(usage);
+  absl::SetProgramUsageMessage(
+      "load generator for pkserve: closed-loop concurrency sweeps (--concurrency) or open-loop "
+      "rates (--rate), with an echo baseline (--baseline=echo) and answer checks (--verify).");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    std::fprintf(stderr, "pkserve-bench: unexpected argument '%s' (flags only)\n", positional[1]);
+    return 2;
+  }
+  return pkserve::bench::Main();
+}

@@ -1,0 +1,55 @@
+#include "client/bench/request_pool.h"
+
+#include <algorithm>
+#include <random>
+
+#include "kernels/testing/random_rows.h"
+
+namespace pkserve::bench {
+
+v1::DType WireDType(pk::DType dtype) {
+  return dtype == pk::DType::kBFloat16 ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32;
+}
+
+RequestPool::RequestPool(const Workload& workload, int max_requests, int64_t max_bytes,
+                         uint64_t seed) {
+  const pk::Problem& problem = workload.problem;
+  const uint64_t largest = uint64_t{workload.max_rows} * problem.row_bytes();
+  const int64_t by_bytes = static_cast<int64_t>(static_cast<uint64_t>(max_bytes) / largest);
+  const int count = static_cast<int>(std::clamp<int64_t>(by_bytes, 1, std::max(1, max_requests)));
+  const uint32_t span = workload.max_rows - workload.min_rows;
+
+  std::vector<uint32_t> row_counts;
+  for (int i = 0; i < count; ++i) {
+    // Evenly over the range, both ends included when there are two requests or more.
+    const uint64_t offset = count == 1 ? span / 2 : uint64_t{span} * i / (count - 1);
+    row_counts.push_back(workload.min_rows + static_cast<uint32_t>(offset));
+  }
+  std::mt19937_64 engine(seed);
+  std::shuffle(row_counts.begin(), row_counts.end(), engine);
+
+  requests_.resize(count);
+  for (int i = 0; i < count; ++i) {
+    PooledRequest& pooled = requests_[i];
+    pooled.rows = row_counts[i];
+    const std::vector<std::byte> scores =
+        pk::testing::RandomRows(problem, pooled.rows, pk::testing::Distribution::kNormal, engine);
+    v1::TopKRequest& request = pooled.request;
+    for (int f = 0; f < problem.factors; ++f) request.add_factor_widths(problem.widths[f]);
+    request.set_k(problem.k);
+    request.set_dtype(WireDType(problem.dtype));
+    request.set_rows(pooled.rows);
+    request.set_scores(reinterpret_cast<const char*>(scores.data()), scores.size());
+    pooled.scores_bytes = scores.size();
+    pooled.response_bytes =
+        size_t{pooled.rows} * problem.kk() * (pk::ElementBytes(problem.dtype) + sizeof(uint32_t));
+  }
+}
+
+double RequestPool::mean_rows() const {
+  double sum = 0;
+  for (const PooledRequest& pooled : requests_) sum += pooled.rows;
+  return requests_.empty() ? 0 : sum / static_cast<double>(requests_.size());
+}
+
+}  // namespace pkserve::bench

@@ -1,0 +1,37 @@
+// The requests pkserve-bench sends: a pool generated once (random normal scores, never zeros) and
+// reused round after round, so that generating data costs nothing while measuring.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "client/bench/options.h"
+#include "pkserve/v1/pkserve.pb.h"
+
+namespace pkserve::bench {
+
+struct PooledRequest {
+  v1::TopKRequest request;
+  uint32_t rows = 0;
+  size_t scores_bytes = 0;    // payload out
+  size_t response_bytes = 0;  // payload back: values and slots
+};
+
+class RequestPool {
+ public:
+  // At most `max_requests` requests and `max_bytes` of scores (at least one request); row counts
+  // spread evenly over [min_rows, max_rows] (a fixed count: all the same), in a shuffled order.
+  RequestPool(const Workload& workload, int max_requests, int64_t max_bytes, uint64_t seed);
+
+  size_t size() const { return requests_.size(); }
+  const PooledRequest& operator[](size_t i) const { return requests_[i]; }
+  double mean_rows() const;
+
+ private:
+  std::vector<PooledRequest> requests_;
+};
+
+v1::DType WireDType(pk::DType dtype);
+
+}  // namespace pkserve::bench

@@ -1,0 +1,323 @@
+// pkserve-bench as a user runs it, against servers on loopback: an in-process pkserve (CPU
+// backend) and in-process echo servers (the baseline's, which answers zeros: a wrong server).
+// Checks the --json file's schema and sanity, that --verify passes against pkserve and fails
+// against the echo, that open-loop mode keeps its rate when the server is slow, and usage errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/bench/echo_server.h"
+#include "client/bench/histogram.h"
+#include "tests/server/test_support.h"
+
+namespace pkserve {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// A minimal JSON reader: enough for the bench's output (objects, arrays, numbers, strings).
+
+struct Json {
+  enum class Type { kNull, kNumber, kString, kArray, kObject } type = Type::kNull;
+  double number = 0;
+  std::string text;
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+
+  const Json* Find(const std::string& key) const {
+    for (const auto& [name, value] : members) {
+      if (name == key) return &value;
+    }
+    return nullptr;
+  }
+};
+
+class JsonReader {
+ public:
+  explicit JsonReader(std::string text) : text_(std::move(text)) {}
+
+  // Parses the whole text; false (with `error()`) on anything malformed or trailing.
+  bool Parse(Json* out) {
+    if (!Value(out)) return false;
+    SkipSpace();
+    if (pos_ != text_.size()) return Fail("text after the value");
+    return true;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  bool Fail(const std::string& what) {
+    error_ = absl::StrCat(what, " at offset ", pos_);
+    return false;
+  }
+  void SkipSpace() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool Value(Json* out) {
+    SkipSpace();
+    if (pos_ >= text_.size()) return Fail("unexpected end");
+    const char c = text_[pos_];
+    if (c == '{') return Object(out);
+    if (c == '[') return Array(out);
+    if (c == '"') {
+      out->type = Json::Type::kString;
+      return String(&out->text);
+    }
+    return Number(out);
+  }
+  bool String(std::string* out) {
+    ++pos_;  // the opening quote
+    while (pos_ < text_.size() && text_[pos_] != '"') {
+      if (text_[pos_] == '\\') return Fail("escapes are not expected");
+      out->push_back(text_[pos_++]);
+    }
+    if (pos_ >= text_.size()) return Fail("unterminated string");
+    ++pos_;
+    return true;
+  }
+  bool Number(Json* out) {
+    const char* begin = text_.c_str() + pos_;
+    char* end = nullptr;
+    out->number = std::strtod(begin, &end);
+    if (end == begin) return Fail("expected a value");
+    out->type = Json::Type::kNumber;
+    pos_ += static_cast<size_t>(end - begin);
+    return true;
+  }
+  bool Array(Json* out) {
+    out->type = Json::Type::kArray;
+    ++pos_;
+    SkipSpace();
+    if (pos_ < text_.size() && text_[pos_] == ']') return ++pos_, true;
+    while (true) {
+      out->items.emplace_back();
+      if (!Value(&out->items.back())) return false;
+      SkipSpace();
+      if (pos_ < text_.size() && text_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (pos_ < text_.size() && text_[pos_] == ']') return ++pos_, true;
+      return Fail("expected , or ]");
+    }
+  }
+  bool Object(Json* out) {
+    out->type = Json::Type::kObject;
+    ++pos_;
+    SkipSpace();
+    if (pos_ < text_.size() && text_[pos_] == '}') return ++pos_, true;
+    while (true) {
+      SkipSpace();
+      if (pos_ >= text_.size() || text_[pos_] != '"') return Fail("expected a key");
+      std::string key;
+      if (!String(&key)) return false;
+      SkipSpace();
+      if (pos_ >= text_.size() || text_[pos_] != ':') return Fail("expected :");
+      ++pos_;
+      Json value;
+      if (!Value(&value)) return false;
+      out->members.emplace_back(std::move(key), std::move(value));
+      SkipSpace();
+      if (pos_ < text_.size() && text_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (pos_ < text_.size() && text_[pos_] == '}') return ++pos_, true;
+      return Fail("expected , or }");
+    }
+  }
+
+  std::string text_;
+  size_t pos_ = 0;
+  std::string error_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Running the binary.
+
+struct BenchRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+BenchRun RunBench(const std::string& arguments) {
+  BenchRun run;
+  const std::string command = absl::StrCat(PKSERVE_BENCH, " ", arguments, " 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  size_t read = 0;
+  while ((read = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.output.append(buffer, read);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TMPDIR");
+  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/pkbench_", getpid(), "_", name);
+}
+
+Json ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  Json json;
+  JsonReader reader(text.str());
+  EXPECT_TRUE(reader.Parse(&json)) << path << ": " << reader.error() << "\n" << text.str();
+  return json;
+}
+
+std::unique_ptr<bench::EchoServer> StartEcho(absl::Duration delay = absl::ZeroDuration()) {
+  bench::EchoOptions options;
+  options.delay = delay;
+  absl::StatusOr<std::unique_ptr<bench::EchoServer>> echo = bench::EchoServer::Start(options);
+  EXPECT_TRUE(echo.ok()) << echo.status();
+  return echo.ok() ? *std::move(echo) : nullptr;
+}
+
+double NumberAt(const Json& object, const std::string& key) {
+  const Json* value = object.Find(key);
+  EXPECT_NE(value, nullptr) << "missing key '" << key << "'";
+  if (value == nullptr) return -1;
+  EXPECT_EQ(value->type, Json::Type::kNumber) << "'" << key << "' is not a number";
+  return value->number;
+}
+
+// Checks one run's figures (a level, or its baseline) against the schema; `rows` is the fixed
+// rows per request.
+void ExpectSaneFigures(const Json& figures, double rows, const std::string& what) {
+  SCOPED_TRACE(what);
+  ASSERT_EQ(figures.type, Json::Type::kObject);
+  const double requests = NumberAt(figures, "requests_per_s");
+  const double rows_per_s = NumberAt(figures, "rows_per_s");
+  const double mb = NumberAt(figures, "mb_per_s");
+  EXPECT_GT(requests, 0);
+  EXPECT_NEAR(rows_per_s, requests * rows, 1e-6 * rows_per_s + 0.01)
+      << "rows_per_s should be requests_per_s x " << rows;
+  // 1024x1024 bf16 k=64: 4096 score bytes and 64 x 6 answer bytes a row.
+  EXPECT_NEAR(mb, rows_per_s * (4096 + 64 * 6) / 1e6, 1e-3 * mb + 0.01);
+  const Json* latency = figures.Find("latency_us");
+  ASSERT_NE(latency, nullptr) << "missing latency_us";
+  double previous = 0;
+  for (const char* key : {"p50", "p90", "p99", "p999", "max"}) {
+    const double value = NumberAt(*latency, key);
+    EXPECT_GT(value, 0) << key;
+    EXPECT_GE(value, previous) << key << " below the lower percentile";
+    EXPECT_LT(value, 10e6) << key << " over 10 s";
+    previous = value;
+  }
+  const Json* errors = figures.Find("errors");
+  ASSERT_NE(errors, nullptr) << "missing errors";
+  EXPECT_EQ(errors->type, Json::Type::kObject);
+  EXPECT_TRUE(errors->members.empty()) << "errors on loopback: " << errors->members.front().first;
+}
+
+class BenchRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = testing::StartServer(testing::LoopbackConfig());
+    ASSERT_NE(server_, nullptr);
+    target_ = absl::StrCat("--target=127.0.0.1:", server_->port());
+  }
+
+  std::unique_ptr<Server> server_;
+  std::string target_;
+};
+
+TEST_F(BenchRunTest, JsonHasEveryFigureForEveryLevelAndTheBaseline) {
+  const std::string json_path = TempPath("levels.json");
+  const BenchRun run = RunBench(absl::StrCat(
+      target_, " --widths=1024,1024 --k=64 --dtype=bf16 --rows=4 --concurrency=1,4 --warmup=0.2",
+      " --duration=0.5 --baseline=echo --verify=5 --json=", json_path));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "| concurrency 4 | pkserve / echo |")) << run.output;
+  const Json levels = ReadJsonFile(json_path);
+  ASSERT_EQ(levels.type, Json::Type::kArray);
+  ASSERT_EQ(levels.items.size(), 2u);
+  const double concurrency[] = {1, 4};
+  for (size_t i = 0; i < levels.items.size(); ++i) {
+    const Json& level = levels.items[i];
+    EXPECT_EQ(NumberAt(level, "concurrency"), concurrency[i]);
+    ExpectSaneFigures(level, 4, absl::StrCat("level ", i));
+    const Json* baseline = level.Find("baseline");
+    ASSERT_NE(baseline, nullptr) << "level " << i << " has no baseline";
+    EXPECT_EQ(NumberAt(*baseline, "concurrency"), concurrency[i]);
+    ExpectSaneFigures(*baseline, 4, absl::StrCat("level ", i, " baseline"));
+  }
+  std::remove(json_path.c_str());
+}
+
+TEST_F(BenchRunTest, VerifyPassesAgainstPkserveInStreamModeWithRowRanges) {
+  const BenchRun run = RunBench(absl::StrCat(
+      target_, " --widths=256,256,16 --k=32 --dtype=f32 --rows=1-24 --mode=stream",
+      " --concurrency=3 --warmup=0.1 --duration=0.5 --verify=40 --connections=2"));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "verify: 40 answers equal the CPU implementation's"))
+      << run.output;
+}
+
+TEST(BenchRun, VerifyFailsAgainstAServerThatAnswersWrongly) {
+  // The echo answers responses of the right size, all zeros: --verify must catch it.
+  std::unique_ptr<bench::EchoServer> echo = StartEcho();
+  ASSERT_NE(echo, nullptr);
+  for (const char* mode : {"unary", "stream"}) {
+    const BenchRun run = RunBench(absl::StrCat("--target=", echo->address(), " --mode=", mode,
+                                               " --concurrency=2 --warmup=0 --duration=0.3",
+                                               " --rows=2 --verify=10"));
+    EXPECT_EQ(run.exit_code, 1) << mode << "\n" << run.output;
+    EXPECT_TRUE(absl::StrContains(run.output, "differ from the CPU implementation"))
+        << mode << "\n" << run.output;
+  }
+}
+
+TEST(BenchRun, OpenLoopKeepsItsRateWhenTheServerIsSlow) {
+  // Every answer takes 30 ms: a sender that waited for answers would manage ~33 requests/s per
+  // request in flight; open loop must still send 400/s and charge latency from the schedule.
+  std::unique_ptr<bench::EchoServer> slow = StartEcho(absl::Milliseconds(30));
+  ASSERT_NE(slow, nullptr);
+  for (const char* arrivals : {"constant", "poisson"}) {
+    SCOPED_TRACE(arrivals);
+    const std::string json_path = TempPath(absl::StrCat("rate_", arrivals, ".json"));
+    const BenchRun run = RunBench(absl::StrCat("--target=", slow->address(),
+                                               " --rate=400 --arrivals=", arrivals,
+                                               " --warmup=0.2 --duration=1.5 --json=", json_path));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const Json levels = ReadJsonFile(json_path);
+    ASSERT_EQ(levels.items.size(), 1u);
+    const Json& level = levels.items[0];
+    EXPECT_EQ(NumberAt(level, "rate"), 400);
+    // Constant: exactly 600 sends in 1.5 s; Poisson: 600 expected, sd ~24.5 (tolerance ~4 sd).
+    const double tolerance = absl::string_view(arrivals) == "constant" ? 0.02 : 0.17;
+    EXPECT_NEAR(NumberAt(level, "requests_per_s"), 400, 400 * tolerance) << run.output;
+    const Json* latency = level.Find("latency_us");
+    ASSERT_NE(latency, nullptr);
+    EXPECT_GE(NumberAt(*latency, "p50"), 30000 * (1 - bench::LogHistogram::kRelativeError));
+    EXPECT_LT(NumberAt(*latency, "p50"), 200000) << run.output;
+    std::remove(json_path.c_str());
+  }
+}
+
+TEST(BenchRun, BadUsageExitsTwo) {
+  for (const char* arguments :
+       {"--k=300", "--widths=1024", "--rows=0", "--dtype=f16", "--mode=bidi", "--rate=-1",
+        "--concurrency=0", "--baseline=grpc", "--target=a:1,b:2", "--duration=0"}) {
+    const BenchRun run = RunBench(arguments);
+    EXPECT_EQ(run.exit_code, 2) << arguments << "\n" << run.output;
+  }
+}
+
+}  // namespace
+}  // namespace pkserve
