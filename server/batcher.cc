@@ -140,7 +140,9 @@ void Batcher::CancelQueued(const absl::Status& status) {
 
 BatcherStats Batcher::stats() const {
   absl::MutexLock lock(&mu_);
-  return stats_;
+  BatcherStats stats = stats_;
+  stats.queued_rows = queued_rows_;
+  return stats;
 }
 
 void Batcher::Loop() {
@@ -264,7 +266,10 @@ Batcher::Answer Batcher::FinishLocked(Tracked& tracked) {
 
 void Batcher::Deliver(std::vector<Answer> answers) {
   if (answers.empty()) return;
-  for (Answer& answer : answers) std::move(answer.work->done)(answer.status, answer.timing);
+  for (Answer& answer : answers) {
+    if (options_.observer != nullptr) options_.observer->WorkDone(answer.status, answer.timing);
+    std::move(answer.work->done)(answer.status, answer.timing);
+  }
   absl::MutexLock lock(&mu_);
   open_work_ -= answers.size();
 }
@@ -311,6 +316,7 @@ void Batcher::OnBatchDone(const Plan& plan, std::unique_ptr<Batch> batch,
     }
   }
   batch.reset();  // the staging goes back to the executor before it is counted free
+  if (options_.observer != nullptr) options_.observer->BatchDone(plan.rows, outcome);
 
   std::vector<Answer> answers;
   {

@@ -63,6 +63,17 @@ struct Work {
   absl::AnyInvocable<void(absl::Status status, const WorkTiming& timing) &&> done;
 };
 
+// Told what the batcher does, for metrics. Called on batcher and executor threads without the
+// batcher's lock held; it must be cheap and thread-safe.
+class BatcherObserver {
+ public:
+  virtual ~BatcherObserver() = default;
+  // A batch of `rows` rows came back from the executor.
+  virtual void BatchDone(size_t rows, const BatchOutcome& outcome) = 0;
+  // An accepted work is being answered with `status`.
+  virtual void WorkDone(const absl::Status& status, const WorkTiming& timing) = 0;
+};
+
 struct BatcherOptions {
   uint32_t max_batch_rows = 1024;
   absl::Duration max_queue_delay = absl::Microseconds(500);
@@ -70,6 +81,8 @@ struct BatcherOptions {
   // How often queued requests are checked for a passed deadline or a cancelled caller (the head
   // of a queue is also checked whenever a batch is formed).
   absl::Duration sweep_interval = absl::Milliseconds(20);
+  // Optional; must outlive the batcher.
+  BatcherObserver* observer = nullptr;
 };
 
 // Counters since start, for tests and logs.
@@ -80,6 +93,7 @@ struct BatcherStats {
   uint64_t requests_dropped_cancelled = 0;
   uint64_t batches = 0;
   uint64_t rows_computed = 0;
+  uint64_t queued_rows = 0;  // now: rows waiting in the queues, not yet in a batch
 };
 
 class Batcher {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "server/metrics_http.h"
 
 namespace pkserve {
 
@@ -66,6 +67,9 @@ absl::Status ValidateConfig(const ServerConfig& config) {
   if (config.streams < 1 || config.streams > kMaxStreams) {
     return absl::InvalidArgumentError(
         absl::StrCat("--streams must be in [1, ", kMaxStreams, "], got ", config.streams));
+  }
+  if (absl::Status metrics = CheckMetricsAddress(config.metrics_address); !metrics.ok()) {
+    return metrics;
   }
   if (config.max_batch_rows < 1 || config.max_batch_rows > kMaxBatchRowsLimit) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -45,6 +45,10 @@ struct ServerConfig {
   std::string log_level = "info";
   LogFormat log_format = LogFormat::kText;
 
+  // host:port of the Prometheus endpoint (GET /metrics); port 0 picks a free one. Empty: none,
+  // which is what in-process servers get; the pkserve binary's flag defaults to 0.0.0.0:9090.
+  std::string metrics_address;
+
   // Testing only (hidden flag --inject_batch_failures): fail every Nth batch with INTERNAL
   // (server/fault_injection.h); 0 = off.
   uint32_t inject_batch_failures = 0;

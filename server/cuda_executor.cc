@@ -93,6 +93,7 @@ struct Event {
 }  // namespace
 
 struct CudaExecutor::Device {
+  int index = 0;  // in devices_ (and devices())
   int ordinal = 0;
   std::string name;
   std::optional<pk::cuda::TopKLauncher> launcher;
@@ -158,6 +159,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const Options
           "--devices: device ", ordinal, " does not exist; devices are 0 to ", count - 1));
     }
     auto device = std::make_unique<Device>();
+    device->index = static_cast<int>(executor->devices_.size());
     device->ordinal = ordinal;
     auto launcher = pk::cuda::TopKLauncher::Create(ordinal);  // also makes it current
     if (!launcher.ok()) return absl::UnavailableError(launcher.error().message);
@@ -293,6 +295,7 @@ void CudaExecutor::LaneLoop(Lane& lane) {
       done = std::move(lane.done);
     }
     BatchOutcome outcome = RunOnLane(lane, *batch);
+    outcome.device = lane.device->index;
     std::move(done)(std::move(batch), std::move(outcome));
   }
 }

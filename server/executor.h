@@ -68,6 +68,8 @@ struct BatchOutcome {
   absl::Status status;
   // The executor's own time on the batch (for CUDA: copy in, kernel, copy out).
   absl::Duration compute_time;
+  // Which of the executor's devices() ran the batch (its index), for per-device metrics.
+  int device = 0;
 };
 
 // Called once per submitted batch, on an executor thread, with the batch back.

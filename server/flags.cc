@@ -46,6 +46,9 @@ ABSL_FLAG(std::string, log_level, "info",
           "trace, debug (one line per request), info, warn, "
           "error, critical or off");
 ABSL_FLAG(std::string, log_format, "text", "text, or json (one object a line)");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9090",
+          "host:port of the Prometheus metrics endpoint (HTTP, path /metrics); port 0 picks a "
+          "free port and logs it; empty: no endpoint");
 // Hidden from --help (defined in server/testing_flags.cc): fault injection for tests.
 ABSL_DECLARE_FLAG(uint32_t, inject_batch_failures);
 
@@ -106,6 +109,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   absl::StatusOr<LogFormat> format = ParseLogFormat(absl::GetFlag(FLAGS_log_format));
   if (!format.ok()) return format.status();
   config.log_format = *format;
+  config.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   config.inject_batch_failures = absl::GetFlag(FLAGS_inject_batch_failures);
   if (absl::Status valid = ValidateConfig(config); !valid.ok()) return valid;
   return config;

@@ -59,14 +59,28 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   }
   server->executor_ = MaybeInjectBatchFailures(std::move(executor), config.inject_batch_failures);
   server->info_ = MakeServerInfo(config, *server->executor_);
+  const std::vector<std::string> devices = server->executor_->devices();
+  server->metrics_ =
+      std::make_unique<ServerMetrics>(kVersion, std::string(server->executor_->backend()), devices);
 
   BatcherOptions batching;
   batching.max_batch_rows = config.max_batch_rows;
   batching.max_queue_delay = config.max_queue_delay;
   batching.max_queued_rows = config.max_queued_rows;
+  batching.observer = server->metrics_.get();
   server->batcher_ = std::make_unique<Batcher>(batching, *server->executor_);
+  server->metrics_->SetQueuedRowsSource(
+      [batcher = server->batcher_.get()] { return batcher->stats().queued_rows; });
   server->admission_ = std::make_unique<Admission>(*server->batcher_, config.max_rows_per_request);
-  server->service_ = std::make_unique<SparseMemoryService>(*server->admission_, server->info_);
+  server->service_ =
+      std::make_unique<SparseMemoryService>(*server->admission_, server->info_, *server->metrics_);
+
+  if (!config.metrics_address.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
+        config.metrics_address, [metrics = server->metrics_.get()] { return metrics->Render(); });
+    if (!http.ok()) return http.status();
+    server->metrics_http_ = *std::move(http);
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -100,6 +114,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
       config.max_queued_rows, server->executor_->max_in_flight());
   spdlog::info("listening on {} ({}; health, reflection on)", server->address_,
                config.tls.ModeName());
+  if (server->metrics_http_ != nullptr) {
+    spdlog::info("metrics on http://{}{}", server->metrics_http_->address(), kMetricsPath);
+  }
   return server;
 }
 
@@ -151,6 +168,7 @@ void Server::Drain(absl::Duration timeout) {
   const absl::Time shutdown_by = std::max(deadline, absl::Now() + absl::Milliseconds(500));
   grpc_server_->Shutdown(absl::ToChronoTime(shutdown_by));
   grpc_server_->Wait();
+  if (metrics_http_ != nullptr) metrics_http_->Stop();
   const BatcherStats stats = batcher_->stats();
   spdlog::info(
       "drained: {} requests accepted, {} batches, {} rows computed, {} rejected (queue "

@@ -22,6 +22,8 @@
 #include "server/batcher.h"
 #include "server/config.h"
 #include "server/executor.h"
+#include "server/metrics_http.h"
+#include "server/server_metrics.h"
 #include "server/service.h"
 
 namespace pkserve {
@@ -53,6 +55,10 @@ class Server {
   const std::string& address() const { return address_; }
   const v1::ServerInfo& info() const { return info_; }
   BatcherStats batcher_stats() const { return batcher_->stats(); }
+  // The port of the metrics endpoint, 0 when config.metrics_address is empty.
+  int metrics_port() const { return metrics_http_ != nullptr ? metrics_http_->port() : 0; }
+  // What the metrics endpoint serves (Prometheus text format), endpoint or not.
+  std::string RenderMetrics() const { return metrics_->Render(); }
 
   // The shutdown sequence at the top of the file; returns once the gRPC server has shut down,
   // about `timeout` at most. Later calls do nothing.
@@ -67,12 +73,15 @@ class Server {
   v1::ServerInfo info_;
   int port_ = 0;
   std::string address_;
-  // Destroyed in reverse: the gRPC server first, the executor last.
+  // Destroyed in reverse: the metrics endpoint first, then the gRPC server, the executor, and
+  // last the metrics that all of them report into.
+  std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Batcher> batcher_;
   std::unique_ptr<Admission> admission_;
   std::unique_ptr<SparseMemoryService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;  // null when config.metrics_address is empty
   absl::Notification stop_health_watch_;
   std::thread health_watch_;
 

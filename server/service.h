@@ -5,14 +5,16 @@
 #include "grpcpp/grpcpp.h"
 #include "pkserve/v1/pkserve.grpc.pb.h"
 #include "server/admission.h"
+#include "server/server_metrics.h"
 #include "server/topk_stream.h"
 
 namespace pkserve {
 
 class SparseMemoryService final : public v1::SparseMemory::CallbackService {
  public:
-  // `admission` must outlive the service; `info` is what GetServerInfo answers.
-  SparseMemoryService(Admission& admission, v1::ServerInfo info);
+  // `admission` and `metrics` (which counts every request) must outlive the service; `info` is
+  // what GetServerInfo answers.
+  SparseMemoryService(Admission& admission, v1::ServerInfo info, ServerMetrics& metrics);
 
   // New requests get UNAVAILABLE from now on; open streams finish once their accepted requests
   // are answered.
@@ -30,6 +32,7 @@ class SparseMemoryService final : public v1::SparseMemory::CallbackService {
  private:
   Admission& admission_;
   const v1::ServerInfo info_;
+  ServerMetrics& metrics_;
   TopKStreamRegistry streams_;
 };
 

@@ -9,8 +9,9 @@
 namespace pkserve {
 
 TopKStreamReactor* TopKStreamReactor::Start(grpc::CallbackServerContext* context,
-                                            Admission& admission, TopKStreamRegistry& registry) {
-  auto stream = std::make_shared<TopKStreamReactor>(context, admission, registry);
+                                            Admission& admission, TopKStreamRegistry& registry,
+                                            ServerMetrics& metrics) {
+  auto stream = std::make_shared<TopKStreamReactor>(context, admission, registry, metrics);
   stream->self_ = stream;
   registry.Add(stream);
   Actions actions;
@@ -24,8 +25,8 @@ TopKStreamReactor* TopKStreamReactor::Start(grpc::CallbackServerContext* context
 }
 
 TopKStreamReactor::TopKStreamReactor(grpc::CallbackServerContext* context, Admission& admission,
-                                     TopKStreamRegistry& registry)
-    : context_(context), admission_(admission), registry_(registry) {}
+                                     TopKStreamRegistry& registry, ServerMetrics& metrics)
+    : context_(context), admission_(admission), registry_(registry), metrics_(metrics) {}
 
 void TopKStreamReactor::Drain() {
   Actions actions;
@@ -47,6 +48,7 @@ void TopKStreamReactor::OnReadDone(bool ok) {
       reads_done_ = true;
     } else if (!finished_ && !cancelled_) {
       Item* admitted = item.get();
+      admitted->arrived = metrics_.RequestArrived();
       items_.push_back(std::move(item));
       // Under the mutex is safe: Submit never calls back into this stream before it returns.
       absl::Status status = admission_.Submit(
@@ -61,6 +63,7 @@ void TopKStreamReactor::OnReadDone(bool ok) {
 }
 
 void TopKStreamReactor::AnswerLocked(Item* item, const absl::Status& status) {
+  metrics_.RequestAnswered(Rpc::kTopKStream, status.code(), item->request.rows(), item->arrived);
   item->response.set_request_id(item->request.request_id());
   if (!status.ok()) {
     v1::StreamError* error = item->response.mutable_error();  // replaces the result

@@ -21,6 +21,7 @@
 #include "grpcpp/grpcpp.h"
 #include "pkserve/v1/pkserve.pb.h"
 #include "server/admission.h"
+#include "server/server_metrics.h"
 
 namespace pkserve {
 
@@ -33,9 +34,9 @@ class TopKStreamReactor final
   static constexpr size_t kMaxPendingPerStream = 128;
 
   // Creates a reactor that keeps itself alive until gRPC calls OnDone, registers it, and starts
-  // reading. The returned pointer is for gRPC.
+  // reading. The returned pointer is for gRPC. `metrics` counts each request of the stream.
   static TopKStreamReactor* Start(grpc::CallbackServerContext* context, Admission& admission,
-                                  TopKStreamRegistry& registry);
+                                  TopKStreamRegistry& registry, ServerMetrics& metrics);
 
   // Asks the stream to wind down (see the top of the file). Any thread.
   void Drain();
@@ -47,7 +48,7 @@ class TopKStreamReactor final
 
   // Use Start(); public only for std::make_shared.
   TopKStreamReactor(grpc::CallbackServerContext* context, Admission& admission,
-                    TopKStreamRegistry& registry);
+                    TopKStreamRegistry& registry, ServerMetrics& metrics);
 
  private:
   // One request of the stream and its answer.
@@ -55,6 +56,7 @@ class TopKStreamReactor final
     v1::TopKRequest request;
     v1::TopKStreamResponse response;
     bool answered = false;
+    absl::Time arrived;  // from ServerMetrics::RequestArrived
   };
   // gRPC operations decided under the mutex and started after it is released.
   struct Actions {
@@ -72,6 +74,7 @@ class TopKStreamReactor final
   grpc::CallbackServerContext* const context_;
   Admission& admission_;
   TopKStreamRegistry& registry_;
+  ServerMetrics& metrics_;
   std::shared_ptr<TopKStreamReactor> self_;  // set by Start, released in OnDone
 
   absl::Mutex mu_;

@@ -53,7 +53,9 @@ class ChildServer {
  public:
   explicit ChildServer(std::vector<std::string> flags) {
     log_path_ = absl::StrCat(::testing::TempDir(), "pkserve_sigterm_", getpid(), ".log");
-    std::vector<std::string> args = {PKSERVE_BINARY, "--address=127.0.0.1:0"};
+    // Metrics on a free port too: the default 0.0.0.0:9090 may be taken (by another test's child).
+    std::vector<std::string> args = {PKSERVE_BINARY, "--address=127.0.0.1:0",
+                                     "--metrics_address=127.0.0.1:0"};
     args.insert(args.end(), flags.begin(), flags.end());
     std::vector<char*> argv;
     for (std::string& arg : args) argv.push_back(arg.data());
