@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace pkserve::client {
 
@@ -24,6 +25,27 @@ v1::TopKRequest MakeTopKRequest(std::span<const uint32_t> factor_widths, uint32_
   return request;
 }
 
+std::string ServiceConfigJson(const ClientOptions& options) {
+  if (!options.retry_unavailable && !options.check_replica_health) return "";
+  // The load-balancing policy goes in too: a service config without one would leave the choice
+  // to the channel argument only by gRPC's precedence rules; this way it is explicit.
+  const std::string policy =
+      options.load_balancing_policy.empty() ? "pick_first" : options.load_balancing_policy;
+  std::vector<std::string> fields = {
+      absl::StrCat(R"("loadBalancingConfig": [{")", policy, R"(": {}}])")};
+  if (options.check_replica_health) {
+    fields.push_back(R"("healthCheckConfig": {"serviceName": "pkserve.v1.SparseMemory"})");
+  }
+  if (options.retry_unavailable) {
+    fields.push_back(
+        absl::StrCat(R"("methodConfig": [{"name": [{"service": "pkserve.v1.SparseMemory"}], )",
+                     R"("retryPolicy": {"maxAttempts": )", kRetryMaxAttempts,
+                     R"(, "initialBackoff": "0.05s", "maxBackoff": "1s", "backoffMultiplier": 2, )",
+                     R"("retryableStatusCodes": ["UNAVAILABLE"]}}])"));
+  }
+  return absl::StrCat("{", absl::StrJoin(fields, ", "), "}");
+}
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (options.target.empty()) return absl::InvalidArgumentError("target must not be empty");
   const std::string& policy = options.load_balancing_policy;
@@ -31,11 +53,26 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     return absl::InvalidArgumentError(absl::StrCat(
         "load_balancing_policy must be empty, pick_first or round_robin, got '", policy, "'"));
   }
+  if (options.check_replica_health && policy != "round_robin") {
+    return absl::InvalidArgumentError(
+        "check_replica_health needs load_balancing_policy round_robin (gRPC checks the health of "
+        "addresses only there)");
+  }
   grpc::ChannelArguments arguments;
   if (!policy.empty()) arguments.SetLoadBalancingPolicyName(policy);
   // Answers hold rows x kk x 8 bytes: far past gRPC's default 4 MiB for large requests.
   arguments.SetMaxReceiveMessageSize(-1);
   arguments.SetMaxSendMessageSize(-1);
+  if (const std::string service_config = ServiceConfigJson(options); !service_config.empty()) {
+    arguments.SetServiceConfigJSON(service_config);
+    if (options.retry_unavailable) {
+      // gRPC retries only calls whose request fits its per-call retry buffer (256 KiB by
+      // default, far below pkserve's message limit): raised to pkserve's default
+      // --max_message_bytes. It bounds what one call keeps for a retry until it is answered.
+      arguments.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE, 64 << 20);
+      arguments.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
+    }
+  }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       MakeChannelCredentials(options.tls, arguments);
   if (!credentials.ok()) return credentials.status();

@@ -19,8 +19,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "grpc/health/v1/health.grpc.pb.h"
 #include "client/tls.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "pkserve/v1/pkserve.grpc.pb.h"
 
@@ -35,9 +35,30 @@ struct ClientOptions {
   std::string load_balancing_policy;
   // Wait for the server to become reachable (within the deadline) instead of failing at once.
   bool wait_for_ready = false;
+  // Retry calls that fail with UNAVAILABLE (a replica draining, shutting down, or gone) through
+  // gRPC's retry policy in the channel's service config: at most kRetryMaxAttempts attempts in
+  // all, backoff from 50 ms doubling up to 1 s (jittered), within the call's deadline; with
+  // round_robin the next attempt goes to the next replica. TopK is idempotent, so a retry never
+  // changes a result. It covers TopK and GetServerInfo, and a TopKStream only until its first
+  // answer arrives (gRPC's rule for streams; a stream's per-request UNAVAILABLE StreamError is the
+  // caller's to resend). Requests up to 64 MiB stay retryable.
+  bool retry_unavailable = false;
+  // With round_robin: watch each address's health (the standard health service, for
+  // pkserve.v1.SparseMemory) and send calls only to addresses that report SERVING, so that a
+  // replica stops getting calls as soon as it starts draining, rather than answering them
+  // UNAVAILABLE (gRPC's client-side health checking). Use with retry_unavailable: calls already on
+  // their way still need it.
+  bool check_replica_health = false;
   // Plaintext unless tls.enabled (client/tls.h).
   TlsOptions tls;
 };
+
+// The most attempts (the first included) of a call with ClientOptions::retry_unavailable.
+inline constexpr int kRetryMaxAttempts = 5;
+
+// The channel's service config for `options` (load balancing, health checking, the retry
+// policy), as JSON; empty when the options need none.
+std::string ServiceConfigJson(const ClientOptions& options);
 
 // The serving status of a health check, as grpc.health.v1 defines it.
 using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
