@@ -13,7 +13,8 @@ constexpr uint64_t kLargestValue = (uint64_t{1} << LogHistogram::kValueBits) - 1
 
 // Bucket layout: a value v below 2^(kSubBucketBits + 1) is its own bucket. Above, with
 // e = floor(log2 v) and shift = e - kSubBucketBits, the bucket is shift * 2^kSubBucketBits +
-// (v >> shift): 128 buckets of width 2^shift per power of two, contiguous with the exact ones.
+// (v >> shift): 2^kSubBucketBits buckets of width 2^shift per power of two, contiguous with the
+// exact ones.
 size_t LogHistogram::BucketOf(uint64_t value) {
   const int exponent = std::bit_width(value) - 1;
   if (exponent <= kSubBucketBits) return static_cast<size_t>(value);

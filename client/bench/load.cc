@@ -11,7 +11,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "pkserve/v1/pkserve.grpc.pb.h"
+
+#include <sys/resource.h>
 
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -22,12 +26,32 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Calls go through the generic stub: requests leave as the pool's pre-serialized bytes.
+constexpr char kTopKMethod[] = "/pkserve.v1.SparseMemory/TopK";
+constexpr char kTopKStreamMethod[] = "/pkserve.v1.SparseMemory/TopKStream";
+
+// Parses an answer; false when it is not a valid message.
+template <typename Message>
+bool ParseAnswer(grpc::ByteBuffer& buffer, Message* message) {
+  return grpc::SerializationTraits<Message>::Deserialize(&buffer, message).ok();
+}
+
 uint64_t Nanoseconds(Clock::duration duration) {
   return static_cast<uint64_t>(
       std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(duration).count()));
 }
 
 double Seconds(Clock::duration duration) { return std::chrono::duration<double>(duration).count(); }
+
+// User and system CPU time of the whole process so far.
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 // A completion-queue tag: the object whose operation completed.
 class Tag {
@@ -60,11 +84,11 @@ class UnaryCall final : public Tag {
             Clock::time_point scheduled)
       : run_(run), worker_(worker), channel_(channel), request_(request), scheduled_(scheduled) {}
 
-  void Start(v1::SparseMemory::Stub& stub, grpc::CompletionQueue& cq, absl::Duration deadline) {
+  void Start(grpc::GenericStub& stub, grpc::CompletionQueue& cq, absl::Duration deadline) {
     context_.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(deadline));
-    reader_ = stub.PrepareAsyncTopK(&context_, request_.request, &cq);
+    reader_ = stub.PrepareUnaryCall(&context_, kTopKMethod, request_.buffer, &cq);
     reader_->StartCall();
-    reader_->Finish(&response_, &status_, this);
+    reader_->Finish(&answer_, &status_, this);
   }
 
   void Done(bool ok) override;
@@ -76,9 +100,9 @@ class UnaryCall final : public Tag {
   const PooledRequest& request_;
   const Clock::time_point scheduled_;
   grpc::ClientContext context_;
-  v1::TopKResponse response_;
+  grpc::ByteBuffer answer_;
   grpc::Status status_;
-  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::TopKResponse>> reader_;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::ByteBuffer>> reader_;
 };
 
 // One TopKStream: requests queue for the single write slot, answers come back in order, one Read
@@ -88,7 +112,7 @@ class StreamCall {
  public:
   StreamCall(LevelRun& run, int worker, int channel) : run_(run), worker_(worker), channel_(channel) {}
 
-  void Open(v1::SparseMemory::Stub& stub, grpc::CompletionQueue& cq, Clock::time_point deadline);
+  void Open(grpc::GenericStub& stub, grpc::CompletionQueue& cq, Clock::time_point deadline);
   // False when the stream is finishing or finished (the request was not taken).
   bool Enqueue(const PooledRequest& request, Clock::time_point scheduled);
   void Close();
@@ -120,8 +144,9 @@ class StreamCall {
   OpTag writes_done_tag_{*this, Op::kWritesDone};
   OpTag finish_tag_{*this, Op::kFinish};
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::TopKRequest, v1::TopKStreamResponse>> stream_;
-  v1::TopKStreamResponse response_;  // the outstanding Read's
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> stream_;
+  grpc::ByteBuffer answer_;  // the outstanding Read's
+  v1::TopKStreamResponse response_;
   grpc::Status status_;              // Finish's
 
   std::mutex mu_;  // guards everything below
@@ -144,7 +169,7 @@ class LevelRun {
            const std::vector<std::shared_ptr<grpc::Channel>>& channels, const LevelSpec& spec)
       : options_(options), pool_(pool), spec_(spec) {
     for (const std::shared_ptr<grpc::Channel>& channel : channels) {
-      stubs_.push_back(v1::SparseMemory::NewStub(channel));
+      stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
     }
     const int threads = options.ResolvedThreads();
     for (int i = 0; i < threads; ++i) {
@@ -184,7 +209,7 @@ class LevelRun {
   const BenchOptions& options_;
   const RequestPool& pool_;
   const LevelSpec spec_;
-  std::vector<std::unique_ptr<v1::SparseMemory::Stub>> stubs_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::unique_ptr<StreamCall>> streams_;
   LevelStats scheduler_stats_;  // the scheduler thread's: send lags, refused stream sends
@@ -198,14 +223,18 @@ class LevelRun {
 
 void UnaryCall::Done(bool /*ok*/) {
   std::unique_ptr<UnaryCall> self(this);  // the queue hands the call back: it ends here
-  run_.OnUnaryDone(worker_, channel_, request_, scheduled_, status_, response_);
+  v1::TopKResponse response;
+  if (status_.ok() && !ParseAnswer(answer_, &response)) {
+    status_ = grpc::Status(grpc::StatusCode::INTERNAL, "the answer does not parse");
+  }
+  run_.OnUnaryDone(worker_, channel_, request_, scheduled_, status_, response);
 }
 
-void StreamCall::Open(v1::SparseMemory::Stub& stub, grpc::CompletionQueue& cq,
+void StreamCall::Open(grpc::GenericStub& stub, grpc::CompletionQueue& cq,
                       Clock::time_point deadline) {
   context_.set_deadline(std::chrono::system_clock::now() + (deadline - Clock::now()));
   std::lock_guard<std::mutex> lock(mu_);
-  stream_ = stub.PrepareAsyncTopKStream(&context_, &cq);
+  stream_ = stub.PrepareCall(&context_, kTopKStreamMethod, &cq);
   stream_->StartCall(&start_tag_);
 }
 
@@ -227,7 +256,7 @@ void StreamCall::StartWriteLocked() {
   in_flight_.push_back(to_send_.front());
   to_send_.pop_front();
   writing_ = true;
-  stream_->Write(in_flight_.back().request->request, &write_tag_);
+  stream_->Write(in_flight_.back().request->buffer, &write_tag_);
 }
 
 void StreamCall::MaybeCloseOrFinishLocked() {
@@ -255,7 +284,7 @@ void StreamCall::OnDone(Op op, bool ok) {
         broken_ = true;
       } else {
         reading_ = true;
-        stream_->Read(&response_, &read_tag_);
+        stream_->Read(&answer_, &read_tag_);
         if (!writing_ && !to_send_.empty()) StartWriteLocked();
       }
       break;
@@ -282,6 +311,10 @@ void StreamCall::OnDone(Op op, bool ok) {
       const Pending answered = in_flight_.front();
       in_flight_.pop_front();
       lock.unlock();
+      response_.Clear();
+      if (!ParseAnswer(answer_, &response_)) {
+        response_.mutable_error()->set_code(static_cast<int>(grpc::StatusCode::INTERNAL));
+      }
       if (response_.has_result()) {
         run_.OnStreamAnswer(worker_, *answered.request, answered.scheduled, 0,
                             response_.mutable_result());
@@ -299,8 +332,7 @@ void StreamCall::OnDone(Op op, bool ok) {
       } else if (!run_.open_loop()) {
         closing_ = true;
       }
-      response_.Clear();
-      stream_->Read(&response_, &read_tag_);
+      stream_->Read(&answer_, &read_tag_);
       break;
     }
     case Op::kFinish: {
@@ -372,7 +404,14 @@ void LevelRun::Record(Worker& worker, const PooledRequest& request, Clock::time_
   stats.payload_bytes +=
       request.scores_bytes + response->values().size() + response->slots().size();
   stats.latency_ns.Record(Nanoseconds(answered - scheduled));
-  if (response->timing().batch_rows() > 0) stats.batch_rows.Record(response->timing().batch_rows());
+  const v1::Timing& timing = response->timing();
+  if (timing.batch_rows() > 0) {
+    stats.batch_rows.Record(timing.batch_rows());
+    stats.queue_us.Record(timing.queue_us());
+    stats.compute_us.Record(timing.compute_us());
+    stats.executor_seconds += 1e-6 * static_cast<double>(timing.compute_us()) *
+                              std::min(1.0, static_cast<double>(request.rows) / timing.batch_rows());
+  }
   // Reservoir sampling: every successful answer of the window is kept with equal probability.
   const auto wanted = static_cast<uint64_t>(options_.verify);
   if (wanted == 0) return;
@@ -494,10 +533,19 @@ absl::StatusOr<LevelStats> LevelRun::Run(const std::function<void(const Progress
     }
   }
 
-  // Warm-up and window: report progress until the window ends.
-  while (Clock::now() < measure_end_) {
-    const Clock::time_point next = std::min(measure_end_, Clock::now() + std::chrono::milliseconds(200));
-    std::this_thread::sleep_until(next);
+  // Warm-up and window: report progress until the window ends; the process's CPU time is read
+  // at both ends of the window.
+  double cpu_at_start = -1;
+  double cpu_at_end = 0;
+  while (true) {
+    const Clock::time_point now = Clock::now();
+    if (cpu_at_start < 0 && now >= measure_start_) cpu_at_start = ProcessCpuSeconds();
+    if (now >= measure_end_) {
+      cpu_at_end = ProcessCpuSeconds();
+      break;
+    }
+    const Clock::time_point edge = now < measure_start_ ? measure_start_ : measure_end_;
+    std::this_thread::sleep_until(std::min(edge, now + std::chrono::milliseconds(200)));
     ReportProgress(on_progress, Clock::now() < measure_start_ ? "warm-up" : "measure");
   }
   if (scheduler.joinable()) scheduler.join();
@@ -535,6 +583,7 @@ absl::StatusOr<LevelStats> LevelRun::Run(const std::function<void(const Progress
     merged.samples.resize(options_.verify);
   }
   merged.seconds = absl::ToDoubleSeconds(options_.duration);
+  merged.cpu_seconds = cpu_at_end - cpu_at_start;
   return merged;
 }
 
@@ -542,12 +591,16 @@ absl::StatusOr<LevelStats> LevelRun::Run(const std::function<void(const Progress
 
 void LevelStats::Merge(LevelStats&& other) {
   seconds = std::max(seconds, other.seconds);
+  cpu_seconds += other.cpu_seconds;
   ok += other.ok;
   rows += other.rows;
   payload_bytes += other.payload_bytes;
   for (const auto& [code, count] : other.errors) errors[code] += count;
   latency_ns.Merge(other.latency_ns);
   batch_rows.Merge(other.batch_rows);
+  queue_us.Merge(other.queue_us);
+  compute_us.Merge(other.compute_us);
+  executor_seconds += other.executor_seconds;
   send_lag_ns.Merge(other.send_lag_ns);
   for (Sample& sample : other.samples) samples.push_back(std::move(sample));
 }

@@ -38,7 +38,7 @@ struct BenchOptions {
   int threads = 0;           // completion-queue threads; 0 = min(hardware threads, 8)
   int max_outstanding = 10000;  // open loop: requests in flight at most (later sends wait)
   int pool_requests = 64;       // distinct pre-generated requests, at most
-  int64_t pool_bytes = int64_t{256} << 20;  // ...and their scores bytes, at most
+  int64_t pool_bytes = int64_t{64} << 20;  // ...and their scores bytes, at most
   int verify = 0;               // responses per level checked against the CPU implementation
   bool baseline_echo = false;   // also measure an in-process echo server, level by level
   std::string json_path;        // --json FILE; empty = none

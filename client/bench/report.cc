@@ -83,8 +83,19 @@ std::string SummaryLine(const LevelStats& s) {
       Micros(latency.Percentile(0.50)), Micros(latency.Percentile(0.90)),
       Micros(latency.Percentile(0.99)), Micros(latency.Percentile(0.999)), Micros(latency.max()),
       ErrorsText(s));
+  if (s.ok > 0) {
+    absl::StrAppendFormat(&line, "; bench CPU %.1f us/req",
+                          s.cpu_seconds * 1e6 / static_cast<double>(s.ok + s.error_count()));
+  }
   if (s.batch_rows.count() > 0) {
     absl::StrAppend(&line, "; server batch rows mean (p10/p50/p90/max) ", BatchText(s));
+  }
+  if (s.compute_us.max() > 0) {
+    absl::StrAppendFormat(&line, "; server queue us p50 %d p99 %d, compute us p50 %d p99 %d, "
+                          "executor busy %.0f%%",
+                          s.queue_us.Percentile(0.5), s.queue_us.Percentile(0.99),
+                          s.compute_us.Percentile(0.5), s.compute_us.Percentile(0.99),
+                          100.0 * s.executor_seconds / s.seconds);
   }
   if (s.send_lag_ns.count() > 0) {
     absl::StrAppendFormat(&line, "; send lag us p50 %.1f p99 %.1f max %.1f",
@@ -144,6 +155,17 @@ std::string ResultJsonLines(const std::vector<LevelResult>& results) {
                       ", \"p10\": ", batch.Percentile(0.10), ", \"p50\": ", batch.Percentile(0.50),
                       ", \"p90\": ", batch.Percentile(0.90), ", \"p99\": ", batch.Percentile(0.99),
                       ", \"max\": ", batch.max(), "}");
+    }
+    if (s.compute_us.max() > 0) {
+      absl::StrAppend(&json, ", \"server_us\": {\"queue_p50\": ", s.queue_us.Percentile(0.5),
+                      ", \"queue_p99\": ", s.queue_us.Percentile(0.99),
+                      ", \"compute_p50\": ", s.compute_us.Percentile(0.5),
+                      ", \"compute_p99\": ", s.compute_us.Percentile(0.99),
+                      "}, \"executor_busy\": ", Number(s.executor_seconds / s.seconds));
+    }
+    if (s.ok > 0) {
+      absl::StrAppend(&json, ", \"bench_cpu_us_per_request\": ",
+                      Number(s.cpu_seconds * 1e6 / static_cast<double>(s.ok + s.error_count())));
     }
     if (s.send_lag_ns.count() > 0) {
       absl::StrAppend(&json, ", \"send_lag_us\": {\"p50\": ",

@@ -41,6 +41,10 @@ RequestPool::RequestPool(const Workload& workload, int max_requests, int64_t max
     request.set_rows(pooled.rows);
     request.set_scores(reinterpret_cast<const char*>(scores.data()), scores.size());
     pooled.scores_bytes = scores.size();
+    request.SerializeToString(&pooled.wire);
+    // A static slice: the pool owns the bytes and outlives every call that sends them.
+    grpc::Slice view(pooled.wire.data(), pooled.wire.size(), grpc::Slice::STATIC_SLICE);
+    pooled.buffer = grpc::ByteBuffer(&view, 1);
     pooled.response_bytes =
         size_t{pooled.rows} * problem.kk() * (pk::ElementBytes(problem.dtype) + sizeof(uint32_t));
   }

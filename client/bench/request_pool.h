@@ -1,5 +1,6 @@
 // The requests pkserve-bench sends: a pool generated once (random normal scores, never zeros) and
-// reused round after round, so that generating data costs nothing while measuring.
+// reused round after round, so that generating data costs nothing while measuring. Each request is
+// also serialized once: calls send a buffer that references those bytes (no copy per call).
 #pragma once
 
 #include <cstddef>
@@ -7,12 +8,15 @@
 #include <vector>
 
 #include "client/bench/options.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "pkserve/v1/pkserve.pb.h"
 
 namespace pkserve::bench {
 
 struct PooledRequest {
   v1::TopKRequest request;
+  std::string wire;         // request, serialized
+  grpc::ByteBuffer buffer;  // a view of `wire`; copies of it share the bytes
   uint32_t rows = 0;
   size_t scores_bytes = 0;    // payload out
   size_t response_bytes = 0;  // payload back: values and slots
@@ -23,6 +27,8 @@ class RequestPool {
   // At most `max_requests` requests and `max_bytes` of scores (at least one request); row counts
   // spread evenly over [min_rows, max_rows] (a fixed count: all the same), in a shuffled order.
   RequestPool(const Workload& workload, int max_requests, int64_t max_bytes, uint64_t seed);
+  RequestPool(const RequestPool&) = delete;
+  RequestPool& operator=(const RequestPool&) = delete;
 
   size_t size() const { return requests_.size(); }
   const PooledRequest& operator[](size_t i) const { return requests_[i]; }

@@ -75,7 +75,7 @@ TEST(Histogram, EveryScaleFromOneToHours) {
 TEST(Histogram, SmallValuesAreExact) {
   LogHistogram histogram;
   std::vector<uint64_t> values;
-  for (uint64_t value = 0; value < 256; ++value) {
+  for (uint64_t value = 0; value < 2048; ++value) {
     for (uint64_t copies = 0; copies <= value % 3; ++copies) {
       values.push_back(value);
       histogram.Record(value);
