@@ -1,0 +1,128 @@
+#include "tests/reliability/child_server.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+extern char** environ;
+
+namespace pkserve::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+int64_t NumberAfter(const std::string& text, const std::string& prefix) {
+  const size_t at = text.find(prefix);
+  if (at == std::string::npos) return -1;
+  size_t end = at + prefix.size();
+  while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+  int64_t number = -1;
+  if (!absl::SimpleAtoi(text.substr(at + prefix.size(), end - at - prefix.size()), &number)) {
+    return -1;
+  }
+  return number;
+}
+
+bool Sanitized() {
+#if defined(PK_SANITIZED)
+  return true;
+#else
+  return false;
+#endif
+}
+
+ChildServer::ChildServer(const std::string& binary, const std::vector<std::string>& flags) {
+  static std::atomic<int> serial{0};
+  log_path_ = absl::StrCat(::testing::TempDir(), "pkserve_child_", getpid(), "_", serial++, ".log");
+  // No metrics port unless a test asks for one (its default, 9090, may be taken).
+  std::vector<std::string> args = {binary, "--address=127.0.0.1:0", "--metrics_address="};
+  args.insert(args.end(), flags.begin(), flags.end());
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  const int error = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) {
+    ADD_FAILURE() << "cannot start " << binary << ": " << std::strerror(error);
+    pid_ = -1;
+    return;
+  }
+  // The server logs "listening on 127.0.0.1:PORT" once it serves.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline && port_ <= 0 && running()) {
+    port_ = static_cast<int>(NumberAfter(log(), "listening on 127.0.0.1:"));
+    if (port_ <= 0) absl::SleepFor(absl::Milliseconds(10));
+  }
+  if (port_ <= 0) {
+    port_ = 0;
+    ADD_FAILURE() << "pkserve did not start; its log:\n" << log();
+  }
+}
+
+ChildServer::~ChildServer() {
+  if (pid_ > 0 && running()) {
+    kill(pid_, SIGKILL);  // our own child only
+    waitpid(pid_, nullptr, 0);
+  }
+  std::remove(log_path_.c_str());
+}
+
+std::string ChildServer::target() const { return absl::StrCat("127.0.0.1:", port_); }
+
+std::string ChildServer::log() const { return ReadFile(log_path_); }
+
+bool ChildServer::running() {
+  if (exited_ || pid_ <= 0) return false;
+  if (waitpid(pid_, &wait_status_, WNOHANG) == pid_) exited_ = true;
+  return !exited_;
+}
+
+void ChildServer::Signal(int signal_number) {
+  if (running()) kill(pid_, signal_number);
+}
+
+std::optional<int> ChildServer::WaitExit(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (running() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  if (!exited_) return std::nullopt;
+  return wait_status_;
+}
+
+int64_t ChildServer::StatusField(const char* name) const {
+  if (pid_ <= 0 || exited_) return -1;
+  const std::string status = ReadFile(absl::StrCat("/proc/", pid_, "/status"));
+  const size_t at = status.find(absl::StrCat(name, ":"));
+  if (at == std::string::npos) return -1;
+  size_t begin = at + std::strlen(name) + 1;
+  while (begin < status.size() && std::isspace(static_cast<unsigned char>(status[begin]))) ++begin;
+  return NumberAfter(status.substr(begin), "");
+}
+
+int64_t ChildServer::PeakRssKib() const { return StatusField("VmHWM"); }
+int64_t ChildServer::RssKib() const { return StatusField("VmRSS"); }
+
+}  // namespace pkserve::testing

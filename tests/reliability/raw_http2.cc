@@ -1,0 +1,157 @@
+#include "tests/reliability/raw_http2.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace pkserve::testing::http2 {
+namespace {
+
+// HPACK integer with an N-bit prefix (RFC 7541, 5.1); `first` holds the bits above the prefix.
+void AppendInteger(std::string& out, uint8_t first, int prefix_bits, uint64_t value) {
+  const uint64_t max_prefix = (uint64_t{1} << prefix_bits) - 1;
+  if (value < max_prefix) {
+    out.push_back(static_cast<char>(first | value));
+    return;
+  }
+  out.push_back(static_cast<char>(first | max_prefix));
+  value -= max_prefix;
+  while (value >= 128) {
+    out.push_back(static_cast<char>((value % 128) | 128));
+    value /= 128;
+  }
+  out.push_back(static_cast<char>(value));
+}
+
+// "Literal Header Field without Indexing -- New Name" (RFC 7541, 6.2.2), no Huffman coding.
+void AppendLiteralHeader(std::string& out, std::string_view name, std::string_view value) {
+  out.push_back(0x00);
+  AppendInteger(out, 0x00, 7, name.size());
+  out.append(name);
+  AppendInteger(out, 0x00, 7, value.size());
+  out.append(value);
+}
+
+}  // namespace
+
+std::string ClientPreface() {
+  return std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + Frame(kSettings, 0, 0, "");
+}
+
+std::string FrameHeader(uint32_t declared_length, uint8_t type, uint8_t flags,
+                        uint32_t stream_id) {
+  std::string header(9, '\0');
+  header[0] = static_cast<char>((declared_length >> 16) & 0xff);
+  header[1] = static_cast<char>((declared_length >> 8) & 0xff);
+  header[2] = static_cast<char>(declared_length & 0xff);
+  header[3] = static_cast<char>(type);
+  header[4] = static_cast<char>(flags);
+  header[5] = static_cast<char>((stream_id >> 24) & 0x7f);
+  header[6] = static_cast<char>((stream_id >> 16) & 0xff);
+  header[7] = static_cast<char>((stream_id >> 8) & 0xff);
+  header[8] = static_cast<char>(stream_id & 0xff);
+  return header;
+}
+
+std::string Frame(uint8_t type, uint8_t flags, uint32_t stream_id, std::string_view payload) {
+  return FrameHeader(static_cast<uint32_t>(payload.size()), type, flags, stream_id) +
+         std::string(payload);
+}
+
+std::string GrpcRequestHeaders(std::string_view path, std::string_view authority) {
+  std::string block;
+  AppendLiteralHeader(block, ":method", "POST");
+  AppendLiteralHeader(block, ":scheme", "http");
+  AppendLiteralHeader(block, ":path", path);
+  AppendLiteralHeader(block, ":authority", authority);
+  AppendLiteralHeader(block, "content-type", "application/grpc");
+  AppendLiteralHeader(block, "te", "trailers");
+  return block;
+}
+
+std::string GrpcMessage(std::string_view payload, uint32_t declared_length) {
+  std::string message(5, '\0');
+  message[1] = static_cast<char>((declared_length >> 24) & 0xff);
+  message[2] = static_cast<char>((declared_length >> 16) & 0xff);
+  message[3] = static_cast<char>((declared_length >> 8) & 0xff);
+  message[4] = static_cast<char>(declared_length & 0xff);
+  message.append(payload);
+  return message;
+}
+
+std::unique_ptr<Connection> Connection::Open(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    ADD_FAILURE() << "socket: " << std::strerror(errno);
+    return nullptr;
+  }
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    ADD_FAILURE() << "connect to 127.0.0.1:" << port << ": " << std::strerror(errno);
+    close(fd);
+    return nullptr;
+  }
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return std::unique_ptr<Connection>(new Connection(fd));
+}
+
+Connection::~Connection() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool Connection::Send(std::string_view bytes) {
+  while (!bytes.empty()) {
+    pollfd entry{fd_, POLLOUT, 0};
+    if (poll(&entry, 1, 5000) <= 0) return false;  // the peer stopped reading: give up
+    const ssize_t sent = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return false;
+    }
+    bytes.remove_prefix(static_cast<size_t>(sent));
+  }
+  return true;
+}
+
+std::string Connection::ReadFor(absl::Duration timeout) {
+  std::string received;
+  const absl::Time deadline = absl::Now() + timeout;
+  char buffer[16384];
+  while (!closed_by_peer_) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) break;
+    pollfd entry{fd_, POLLIN, 0};
+    const int ready = poll(&entry, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) break;
+    const ssize_t got = recv(fd_, buffer, sizeof buffer, 0);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got <= 0) {
+      closed_by_peer_ = true;
+      break;
+    }
+    received.append(buffer, static_cast<size_t>(got));
+  }
+  return received;
+}
+
+void Connection::Reset() {
+  if (fd_ < 0) return;
+  const linger abort_on_close{1, 0};
+  setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
+  close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace pkserve::testing::http2
