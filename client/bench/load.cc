@@ -5,8 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -16,6 +19,7 @@
 #include "pkserve/v1/pkserve.grpc.pb.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -51,6 +55,24 @@ double ProcessCpuSeconds() {
     return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
   };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// User and system CPU time of another local process (/proc/PID/stat); -1 when it cannot be read.
+double OtherProcessCpuSeconds(int pid) {
+  if (pid <= 0) return -1;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces), from its closing parenthesis: state
+  // is field 3, utime 14 and stime 15.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int index = 3; index <= 15 && fields >> field; ++index) {
+    if (index >= 14) ticks += std::strtod(field.c_str(), nullptr);
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 // A completion-queue tag: the object whose operation completed.
@@ -537,11 +559,17 @@ absl::StatusOr<LevelStats> LevelRun::Run(const std::function<void(const Progress
   // at both ends of the window.
   double cpu_at_start = -1;
   double cpu_at_end = 0;
+  double server_cpu_at_start = -1;
+  double server_cpu_at_end = -1;
   while (true) {
     const Clock::time_point now = Clock::now();
-    if (cpu_at_start < 0 && now >= measure_start_) cpu_at_start = ProcessCpuSeconds();
+    if (cpu_at_start < 0 && now >= measure_start_) {
+      cpu_at_start = ProcessCpuSeconds();
+      server_cpu_at_start = OtherProcessCpuSeconds(options_.server_pid);
+    }
     if (now >= measure_end_) {
       cpu_at_end = ProcessCpuSeconds();
+      server_cpu_at_end = OtherProcessCpuSeconds(options_.server_pid);
       break;
     }
     const Clock::time_point edge = now < measure_start_ ? measure_start_ : measure_end_;
@@ -584,6 +612,9 @@ absl::StatusOr<LevelStats> LevelRun::Run(const std::function<void(const Progress
   }
   merged.seconds = absl::ToDoubleSeconds(options_.duration);
   merged.cpu_seconds = cpu_at_end - cpu_at_start;
+  merged.server_cpu_seconds = server_cpu_at_start >= 0 && server_cpu_at_end >= 0
+                                  ? server_cpu_at_end - server_cpu_at_start
+                                  : -1;
   return merged;
 }
 

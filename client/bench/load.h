@@ -43,6 +43,7 @@ struct Sample {
 struct LevelStats {
   double seconds = 0;          // the measured window
   double cpu_seconds = 0;      // CPU time of this process (client; echo server too) in the window
+  double server_cpu_seconds = -1;  // CPU time of --server_pid in the window; -1 when not known
   uint64_t ok = 0;             // requests answered successfully
   uint64_t rows = 0;           // their rows
   uint64_t payload_bytes = 0;  // their scores, values and slots bytes

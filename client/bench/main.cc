@@ -9,6 +9,8 @@
 // Exit status: 0 when every level ran (and every verified answer matched), 1 when a level could
 // not run, no request of a level succeeded, or an answer differed; 2 on bad usage.
 #include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -68,6 +70,11 @@ ABSL_FLAG(std::string, baseline, "none",
           "responses of pkserve's size, level by level");
 ABSL_FLAG(std::string, json, "", "write every level's figures to this file (JSON)");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the request pool and of the arrival times");
+ABSL_FLAG(std::string, serve_echo, "",
+          "instead of measuring: serve the echo baseline at this address (host:port; port 0 picks "
+          "one) until SIGTERM or SIGINT, to measure it in a process of its own with --target");
+ABSL_FLAG(int32_t, server_pid, 0,
+          "pid of the target server when it runs on this host: its CPU use is reported per level");
 
 namespace pkserve::bench {
 namespace {
@@ -141,16 +148,14 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   options.baseline_echo = baseline == "echo";
   options.json_path = absl::GetFlag(FLAGS_json);
   options.seed = absl::GetFlag(FLAGS_seed);
+  options.server_pid = absl::GetFlag(FLAGS_server_pid);
   return options;
 }
 
-// What the target says about itself, for the header; "" when it does not answer.
-std::string DescribeServer(const std::shared_ptr<grpc::Channel>& channel) {
-  std::unique_ptr<v1::SparseMemory::Stub> stub = v1::SparseMemory::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  v1::ServerInfo info;
-  if (!stub->GetServerInfo(&context, v1::ServerInfoRequest(), &info).ok()) return "";
+// What the target says about itself (GetServerInfo), for the header; "" when it does not answer.
+std::string DescribeServer(const v1::ServerInfo& info) {
+  if (info.version().empty()) return "";
+  if (info.backend() == "echo") return "the echo baseline (pkserve-bench --serve_echo): no top-k";
   return absl::StrCat("pkserve ", info.version(), ", backend ", info.backend(), " (",
                       absl::StrJoin(info.devices(), "; "), "), max_batch_rows ",
                       info.batching().max_batch_rows(), ", max_queue_delay_us ",
@@ -178,7 +183,31 @@ absl::StatusOr<LevelStats> RunLevel(LoadGenerator& generator, const LevelSpec& s
   return stats;
 }
 
+// --serve_echo: the echo baseline as a server of its own, until SIGTERM or SIGINT.
+int ServeEcho(const std::string& address) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before gRPC starts threads
+  EchoOptions echo_options;
+  echo_options.address = address;
+  absl::StatusOr<std::unique_ptr<EchoServer>> echo = EchoServer::Start(echo_options);
+  if (!echo.ok()) {
+    std::fprintf(stderr, "pkserve-bench: %s\n", std::string(echo.status().message()).c_str());
+    return 1;
+  }
+  std::printf("echo baseline listening on %s\n", (*echo)->address().c_str());
+  std::fflush(stdout);
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  return 0;
+}
+
 int Main() {
+  if (const std::string address = absl::GetFlag(FLAGS_serve_echo); !address.empty()) {
+    return ServeEcho(address);
+  }
   absl::StatusOr<BenchOptions> parsed = OptionsFromFlags();
   if (!parsed.ok()) {
     std::fprintf(stderr, "pkserve-bench: %s\n", std::string(parsed.status().message()).c_str());
@@ -200,6 +229,8 @@ int Main() {
     return 1;
   }
   std::unique_ptr<EchoServer> echo;
+  BenchOptions echo_options = options;
+  echo_options.server_pid = 0;  // the echo runs in this process
   std::optional<LoadGenerator> echo_generator;
   if (options.baseline_echo) {
     absl::StatusOr<std::unique_ptr<EchoServer>> started = EchoServer::Start(EchoOptions());
@@ -215,10 +246,20 @@ int Main() {
       std::fprintf(stderr, "pkserve-bench: %s\n", std::string(connected.message()).c_str());
       return 1;
     }
-    echo_generator.emplace(options, pool, std::move(echo_channels));
+    echo_generator.emplace(echo_options, pool, std::move(echo_channels));
   }
 
-  const std::string server = DescribeServer(channels.front());
+  v1::ServerInfo info;
+  {
+    std::unique_ptr<v1::SparseMemory::Stub> stub = v1::SparseMemory::NewStub(channels.front());
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    if (!stub->GetServerInfo(&context, v1::ServerInfoRequest(), &info).ok()) info.Clear();
+  }
+  const std::string server = DescribeServer(info);
+  // The measured server's name in the output: an echo in a process of its own (--serve_echo)
+  // says so.
+  const std::string target_name = info.backend() == "echo" ? "echo-process" : "pkserve";
   std::printf("pkserve-bench: target %s (%s)\n", options.target.c_str(),
               server.empty() ? "no server info" : server.c_str());
   std::printf(
@@ -251,7 +292,7 @@ int Main() {
   for (const LevelSpec& spec : levels) {
     LevelResult result;
     result.spec = spec;
-    absl::StatusOr<LevelStats> measured = RunLevel(generator, spec, "pkserve", tty);
+    absl::StatusOr<LevelStats> measured = RunLevel(generator, spec, target_name, tty);
     if (!measured.ok()) {
       std::fprintf(stderr, "pkserve-bench: %s: %s\n", LevelName(spec).c_str(),
                    std::string(measured.status().message()).c_str());
@@ -291,7 +332,8 @@ int Main() {
     results.push_back(std::move(result));
   }
 
-  std::printf("\n%s\n%s", ResultTable(results).c_str(), ResultJsonLines(results).c_str());
+  std::printf("\n%s\n%s", ResultTable(results, target_name).c_str(),
+              ResultJsonLines(results, target_name).c_str());
   std::fflush(stdout);
   if (!options.json_path.empty()) {
     std::ofstream out(options.json_path);

@@ -43,6 +43,7 @@ struct BenchOptions {
   bool baseline_echo = false;   // also measure an in-process echo server, level by level
   std::string json_path;        // --json FILE; empty = none
   uint64_t seed = 1;
+  int server_pid = 0;           // a local server's pid: its CPU use is read in every window
 
   bool open_loop() const { return !rates.empty(); }
   int ResolvedThreads() const;

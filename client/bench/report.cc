@@ -84,8 +84,11 @@ std::string SummaryLine(const LevelStats& s) {
       Micros(latency.Percentile(0.99)), Micros(latency.Percentile(0.999)), Micros(latency.max()),
       ErrorsText(s));
   if (s.ok > 0) {
-    absl::StrAppendFormat(&line, "; bench CPU %.1f us/req",
+    absl::StrAppendFormat(&line, "; bench CPU %.2f cores, %.1f us/req", s.cpu_seconds / s.seconds,
                           s.cpu_seconds * 1e6 / static_cast<double>(s.ok + s.error_count()));
+  }
+  if (s.server_cpu_seconds >= 0) {
+    absl::StrAppendFormat(&line, "; server CPU %.2f cores", s.server_cpu_seconds / s.seconds);
   }
   if (s.batch_rows.count() > 0) {
     absl::StrAppend(&line, "; server batch rows mean (p10/p50/p90/max) ", BatchText(s));
@@ -105,14 +108,14 @@ std::string SummaryLine(const LevelStats& s) {
   return line;
 }
 
-std::string ResultTable(const std::vector<LevelResult>& results) {
+std::string ResultTable(const std::vector<LevelResult>& results, const std::string& target) {
   std::string table =
       "| level | server | req/s | rows/s | MB/s | p50 us | p90 us | p99 us | p99.9 us | max us | "
       "errors | batch rows mean (p10/p50/p90/max) |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const LevelResult& result : results) {
     const std::string level = LevelName(result.spec);
-    absl::StrAppend(&table, TableRow(level, "pkserve", result.service));
+    absl::StrAppend(&table, TableRow(level, target, result.service));
     if (!result.baseline.has_value()) continue;
     const LevelStats& echo = *result.baseline;
     absl::StrAppend(&table, TableRow(level, "echo", echo));
@@ -120,8 +123,8 @@ std::string ResultTable(const std::vector<LevelResult>& results) {
         echo.rows > 0 ? static_cast<double>(result.service.rows) / static_cast<double>(echo.rows)
                       : 0.0;
     absl::StrAppendFormat(
-        &table, "| %s | pkserve / echo | | %.2fx | | %+.1f | %+.1f | %+.1f | | | | |\n", level,
-        rows_ratio,
+        &table, "| %s | %s / echo | | %.2fx | | %+.1f | %+.1f | %+.1f | | | | |\n", level,
+        target, rows_ratio,
         Micros(result.service.latency_ns.Percentile(0.50)) - Micros(echo.latency_ns.Percentile(0.50)),
         Micros(result.service.latency_ns.Percentile(0.90)) - Micros(echo.latency_ns.Percentile(0.90)),
         Micros(result.service.latency_ns.Percentile(0.99)) - Micros(echo.latency_ns.Percentile(0.99)));
@@ -145,8 +148,8 @@ std::string ResultsJson(const std::vector<LevelResult>& results) {
   return absl::StrCat("[\n  ", absl::StrJoin(levels, ",\n  "), "\n]\n");
 }
 
-std::string ResultJsonLines(const std::vector<LevelResult>& results) {
-  const auto line = [](const LevelSpec& spec, const char* server, const LevelStats& s) {
+std::string ResultJsonLines(const std::vector<LevelResult>& results, const std::string& target) {
+  const auto line = [](const LevelSpec& spec, const std::string& server, const LevelStats& s) {
     std::string json = absl::StrCat("{\"server\": \"", server, "\", ", LevelKeyJson(spec), ", ",
                                     FiguresJson(s));
     const LogHistogram& batch = s.batch_rows;
@@ -164,8 +167,12 @@ std::string ResultJsonLines(const std::vector<LevelResult>& results) {
                       "}, \"executor_busy\": ", Number(s.executor_seconds / s.seconds));
     }
     if (s.ok > 0) {
-      absl::StrAppend(&json, ", \"bench_cpu_us_per_request\": ",
+      absl::StrAppend(&json, ", \"bench_cpu_cores\": ", Number(s.cpu_seconds / s.seconds),
+                      ", \"bench_cpu_us_per_request\": ",
                       Number(s.cpu_seconds * 1e6 / static_cast<double>(s.ok + s.error_count())));
+    }
+    if (s.server_cpu_seconds >= 0) {
+      absl::StrAppend(&json, ", \"server_cpu_cores\": ", Number(s.server_cpu_seconds / s.seconds));
     }
     if (s.send_lag_ns.count() > 0) {
       absl::StrAppend(&json, ", \"send_lag_us\": {\"p50\": ",
@@ -177,7 +184,7 @@ std::string ResultJsonLines(const std::vector<LevelResult>& results) {
   };
   std::string lines;
   for (const LevelResult& result : results) {
-    absl::StrAppend(&lines, line(result.spec, "pkserve", result.service));
+    absl::StrAppend(&lines, line(result.spec, target, result.service));
     if (result.baseline.has_value()) {
       absl::StrAppend(&lines, line(result.spec, "echo", *result.baseline));
     }

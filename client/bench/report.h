@@ -33,14 +33,14 @@ struct LevelResult {
 std::string LevelName(const LevelSpec& spec);
 // One line of figures: req/s, rows/s, MB/s, percentiles, errors, server batch sizes.
 std::string SummaryLine(const LevelStats& stats);
-// The final table, Markdown.
-std::string ResultTable(const std::vector<LevelResult>& results);
+// The final table, Markdown; `target` names the measured server ("pkserve").
+std::string ResultTable(const std::vector<LevelResult>& results, const std::string& target);
 // The JSON object of one level (as in the --json file).
 std::string LevelJson(const LevelResult& result);
 // The whole --json file.
 std::string ResultsJson(const std::vector<LevelResult>& results);
 // One JSON line per result with every figure, the server batch sizes and the send lag too:
-// {"level": ..., "server": "pkserve"|"echo", ...}.
-std::string ResultJsonLines(const std::vector<LevelResult>& results);
+// {"server": target or "echo", "concurrency" or "rate": ..., ...}.
+std::string ResultJsonLines(const std::vector<LevelResult>& results, const std::string& target);
 
 }  // namespace pkserve::bench

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The service measurements of bench/RESULTS.md ("Service (pkserve-bench)") on one host: starts
+# pkserve on loopback, runs pkserve-bench beside its in-process echo baseline, stops the server.
+#   1. light load:  1 row of 1024x1024 bf16 k=64 per request, concurrency 1
+#   2. throughput:  256 rows per request, a concurrency sweep over several connections
+#   3. batching:    1-row callers at concurrency 64, then the same with --max_batch_rows=1
+# Every answer sampled by --verify is checked bit for bit against the CPU implementation.
+# About 3 minutes (under 5 in any case: each step has a time limit).
+#
+#   OUT=/path/to/results bench/run_gpu_service.sh DIR
+#
+# DIR holds pkserve and pkserve-bench (directly or under bin/, as scripts/gpu_bundle.sh lays them
+# out) and their shared libraries under DIR/lib (added to LD_LIBRARY_PATH). Writes to $OUT:
+# light.json, throughput.json, batching.json, batching_mbr1.json (pkserve-bench --json), bench.txt
+# (the exact commands and every run's text output, with the server's CPU use per level) and
+# server.log.
+# Settings (environment): BACKEND (cuda; cpu measures the CPU backend the same way), PORT (50071),
+# SWEEP (throughput concurrency levels), CONNECTIONS (throughput connections), PKSERVE and
+# PKSERVE_BENCH (binaries elsewhere than DIR).
+set -euo pipefail
+
+dir=${1:?usage: OUT=results_dir $0 DIR (DIR holds pkserve, pkserve-bench and lib/)}
+out=${OUT:?set OUT to the folder for the results}
+backend=${BACKEND:-cuda}
+port=${PORT:-50071}
+if [[ $backend == cuda ]]; then
+  sweep=${SWEEP:-1,4,16,64,128}
+  connections=${CONNECTIONS:-8}
+else
+  sweep=${SWEEP:-1,2,4,8,16}
+  connections=${CONNECTIONS:-2}
+fi
+
+find_binary() {  # name -> path in DIR or DIR/bin
+  local name=$1
+  for candidate in "$dir/$name" "$dir/bin/$name"; do
+    if [[ -x $candidate ]]; then
+      echo "$candidate"
+      return
+    fi
+  done
+  echo "no executable $name in $dir or $dir/bin" >&2
+  exit 2
+}
+pkserve=${PKSERVE:-$(find_binary pkserve)}
+bench=${PKSERVE_BENCH:-$(find_binary pkserve-bench)}
+if [[ -d $dir/lib ]]; then
+  export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+mkdir -p "$out"
+text="$out/bench.txt"
+: >"$text"
+: >"$out/server.log"
+
+server_pid=""
+stop_server() {
+  [[ -n $server_pid ]] || return 0
+  kill -TERM "$server_pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do  # up to 10 s to drain and exit
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=""
+}
+trap stop_server EXIT
+
+start_server() {  # extra pkserve flags...
+  echo "== pkserve --backend=$backend $*" >>"$out/server.log"
+  "$pkserve" --address="127.0.0.1:$port" --backend="$backend" --log_level=info \
+    --drain_timeout_s=5 --drain_notice_ms=0 "$@" >>"$out/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 1 600); do  # up to 60 s (device start-up)
+    if grep -q "listening on 127.0.0.1:$port" "$out/server.log"; then
+      echo "$ pkserve --address=127.0.0.1:$port --backend=$backend $* (pid $server_pid)" >>"$text"
+      return
+    fi
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+      echo "pkserve exited at start; see $out/server.log" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
+  echo "pkserve did not listen within 60 s; see $out/server.log" >&2
+  exit 1
+}
+
+run_bench() {  # name, time limit (s), pkserve-bench flags...
+  local name=$1 limit=$2
+  shift 2
+  local command=("$bench" --target="127.0.0.1:$port" --server_pid="$server_pid"
+    --json="$out/$name.json" "$@")
+  echo "$ ${command[*]}" >>"$text"
+  local status=0
+  timeout "$limit" "${command[@]}" >>"$text" 2>&1 || status=$?
+  echo "(pkserve-bench exit status $status)" >>"$text"
+  echo >>"$text"
+}
+
+shape=("--widths=1024,1024" --k=64 --dtype=bf16)
+start_server
+run_bench light 60 "${shape[@]}" --rows=1 --concurrency=1 --warmup=2 --duration=10 \
+  --baseline=echo --verify=100
+run_bench throughput 150 "${shape[@]}" --rows=256 --concurrency="$sweep" \
+  --connections="$connections" --warmup=2 --duration=6 --baseline=echo --verify=20
+run_bench batching 60 "${shape[@]}" --rows=1 --concurrency=64 --warmup=2 --duration=8 \
+  --baseline=echo --verify=100
+stop_server
+start_server --max_batch_rows=1
+run_bench batching_mbr1 40 "${shape[@]}" --rows=1 --concurrency=64 --warmup=2 --duration=8 \
+  --verify=100
+stop_server
+cat "$text"
