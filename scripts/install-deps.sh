@@ -20,7 +20,7 @@ test_packages=(
 # another package, which conflicts with Debian's).
 command -v kubectl >/dev/null || test_packages+=(kubernetes-client)
 # PKSERVE_DEPS=build (the Docker images' build stage) leaves the test tooling out: the binaries need
-# none of it, and Ubuntu 24.04 (under the CUDA images) has no kubernetes-client.
+# none of it.
 [[ ${PKSERVE_DEPS:-all} == build ]] || packages+=("${test_packages[@]}")
 
 missing=()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks, without a Docker engine, what can be checked of deploy/docker and deploy/docker-compose.yml:
-#   - each Dockerfile builds the README's way: its build stage runs scripts/install-deps.sh and then
-#     `make build` (a target the Makefile has), and nothing else that compiles (no second way);
+#   - each Dockerfile builds the README's way: its build stage (the one named build) runs
+#     scripts/install-deps.sh and then `make build` (a target the Makefile has), and nothing else
+#     that compiles (no second way); both build on Debian 12 and run on Debian 12 slim, the CUDA
+#     image with the toolkit copied in from NVIDIA's devel image and the NVIDIA runtime settings;
 #   - every file a runtime stage copies from the build stage is one the build makes: the binaries
 #     exist in a real build tree (BUILD_DIR, the same layout as the image's), the rest is written
 #     by a RUN of the build stage; and runtime-packages.sh resolves every library they load;
@@ -76,8 +78,8 @@ check_dockerfile() {
     fail "$name does not exist"
     return
   fi
-  local stage=-1 instruction rest
-  local -a stage_names=() stage_images=() stage_workdirs=()
+  local stage=-1 build_stage=-1 instruction rest
+  local -a stage_names=() stage_images=() stage_workdirs=() build_copies_from=()
   local deps_at=0 build_at=0 line_number=0 make_line="" generated="" build_dir_name
   local -a final_lines=()
   while read -r instruction rest; do
@@ -89,6 +91,7 @@ check_dockerfile() {
       stage_images[stage]=$image
       stage_names[stage]=${alias:-}
       stage_workdirs[stage]=/
+      [[ ${alias:-} == build ]] && ((build_stage < 0)) && build_stage=$stage
       final_lines=()
       continue
     fi
@@ -97,7 +100,7 @@ check_dockerfile() {
     case $instruction in
       WORKDIR) stage_workdirs[stage]=$rest ;;
       RUN)
-        if ((stage == 0)); then
+        if ((stage == build_stage)); then
           [[ $rest == *scripts/install-deps.sh* && $deps_at == 0 ]] && deps_at=$line_number
           if [[ $rest =~ (^|[;&|[:space:]])make[[:space:]]([^;&|]*[[:space:]])?build([[:space:]]|$) ]]; then
             build_at=$line_number
@@ -109,25 +112,51 @@ check_dockerfile() {
           generated+=$(grep -oE '>[[:space:]]*[^[:space:];&|]+' <<<"$rest" | tr -d '> ')$'\n'
         fi
         ;;
+      COPY)
+        # What the build stage takes from other stages or images: "stage-or-image source".
+        if ((stage == build_stage)) && [[ " $rest" =~ [[:space:]]--from=([^[:space:]]+) ]]; then
+          local from=${BASH_REMATCH[1]} copied
+          copied=$(copy_paths "$rest" | awk '{ print $1 }')
+          build_copies_from+=("$from $copied")
+        fi
+        ;;
     esac
   done < <(instructions "$dockerfile")
 
-  if ((stage < 1)); then
-    fail "$name: expected a build stage and a runtime stage, got $((stage + 1)) stage(s)"
+  if ((build_stage < 0)); then
+    fail "$name: expected a build stage named build, got stages: ${stage_names[*]}"
     return
   fi
-  [[ ${stage_names[0]} == build ]] && ok "$name: first stage is 'build' (${stage_images[0]})" \
-    || fail "$name: expected the first stage to be named build, got '${stage_names[0]}'"
-  local build_image=${stage_images[0]} run_image=${stage_images[stage]}
+  if ((stage <= build_stage)); then
+    fail "$name: expected a runtime stage after the build stage"
+    return
+  fi
+  ok "$name: a stage named build (${stage_images[build_stage]}), then the runtime stage"
+  local build_image=${stage_images[build_stage]} run_image=${stage_images[stage]}
   case $flavour in
     cpu) [[ $build_image == debian:12 && $run_image == debian:12-slim ]] \
       && ok "$name: built on debian:12, runs on debian:12-slim" \
       || fail "$name: expected debian:12 to build and debian:12-slim to run, got $build_image," \
         "$run_image" ;;
-    cuda) [[ $build_image == nvidia/cuda:*devel* && $run_image == nvidia/cuda:*runtime* ]] \
-      && ok "$name: built on the CUDA devel image, runs on the CUDA runtime image" \
-      || fail "$name: expected nvidia/cuda devel to build and nvidia/cuda runtime to run, got" \
-        "$build_image, $run_image" ;;
+    cuda)
+      # Ubuntu 24.04 (under NVIDIA's images) has no grpc-proto, which the build needs: Debian 12
+      # builds and runs, and only the toolkit comes from NVIDIA's devel image.
+      [[ $build_image == debian:12 && $run_image == debian:12-slim ]] \
+        && ok "$name: built on debian:12, runs on debian:12-slim" \
+        || fail "$name: expected debian:12 to build and debian:12-slim to run (Ubuntu 24.04 has" \
+          "no grpc-proto), got $build_image, $run_image"
+      local toolkit="" copy from_stage i
+      for copy in "${build_copies_from[@]}"; do
+        read -r from_stage source <<<"$copy"
+        [[ $source == /usr/local/cuda* ]] || continue
+        for ((i = 0; i < ${#stage_names[@]}; i++)); do
+          [[ ${stage_names[i]} == "$from_stage" || $i == "$from_stage" ]] && from_stage=${stage_images[i]}
+        done
+        [[ $from_stage == nvidia/cuda:*devel* ]] && toolkit="$source from $from_stage" && break
+      done
+      [[ -n $toolkit ]] && ok "$name: the build stage copies the CUDA toolkit: $toolkit" \
+        || fail "$name: the build stage copies no /usr/local/cuda from an nvidia/cuda devel image:" \
+          "nvcc would be missing" ;;
   esac
   if ((deps_at == 0)); then
     fail "$name: the build stage never runs scripts/install-deps.sh"
@@ -145,10 +174,11 @@ check_dockerfile() {
   fi
   build_dir_name=$default_build_dir
   [[ $make_line =~ BUILD_DIR=([^[:space:]]+) ]] && build_dir_name=${BASH_REMATCH[1]}
-  local image_build_dir=${stage_workdirs[0]%/}/$build_dir_name
+  local build_workdir=${stage_workdirs[build_stage]%/}
+  local image_build_dir=$build_workdir/$build_dir_name
 
   # The runtime stage.
-  local user="" expose="" health="" cmd="" entrypoint="" copied_binaries=0 line
+  local user="" expose="" health="" cmd="" entrypoint="" env="" copied_binaries=0 line
   for line in "${final_lines[@]}"; do
     read -r instruction rest <<<"$line"
     case $instruction in
@@ -157,6 +187,7 @@ check_dockerfile() {
       HEALTHCHECK) health=$rest ;;
       CMD) cmd=$rest ;;
       ENTRYPOINT) entrypoint=$rest ;;
+      ENV) env+=" $rest" ;;
       COPY)
         [[ " $rest" == *" --from=build "* || " $rest" == *" --from=0 "* ]] || continue
         local -a parts
@@ -176,7 +207,7 @@ check_dockerfile() {
             fi
           elif grep -qxF "$source" <<<"$generated"; then
             ok "$name copies $source, which a RUN of the build stage writes"
-          elif [[ $source == "${stage_workdirs[0]%/}"/* && -e $source_dir/${source#"${stage_workdirs[0]%/}"/} ]]; then
+          elif [[ $source == "$build_workdir"/* && -e $source_dir/${source#"$build_workdir"/} ]]; then
             ok "$name copies $source from the sources"
           else
             fail "$name copies $source from the build stage, which neither the build nor a RUN" \
@@ -197,6 +228,16 @@ check_dockerfile() {
   fi
   [[ $entrypoint == *pkserve* ]] && ok "$name: entrypoint $entrypoint" \
     || fail "$name: expected ENTRYPOINT pkserve, got '${entrypoint:-none}'"
+  if [[ $flavour == cuda ]]; then
+    # Without these the NVIDIA Container Toolkit mounts no driver into a non-NVIDIA base image.
+    local setting
+    for setting in NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute; do
+      [[ " $env" =~ [[:space:]]${setting}[,[:space:]] || " $env " == *" $setting "* ]] \
+        && ok "$name: the runtime stage sets $setting" \
+        || fail "$name: the runtime stage does not set $setting (the NVIDIA Container Toolkit" \
+          "would give it no GPU)"
+    done
+  fi
 
   local address="" metrics="" word
   for word in $(words "$cmd"); do
@@ -297,8 +338,9 @@ else
     fail "docker-compose.yml: expected the client to depend on pkserve with condition: service_healthy"
   fi
   client_command=$(awk '/^  client:/ { on = 1; next } /^  [^ ]/ { on = 0 } on' "$compose" | tr -d '"')
-  if grep -q 'entrypoint:.*pkserve-cli' <<<"$client_command" && grep -qx '[[:space:]]*- topk' <<<"$client_command" \
-    && grep -qx '[[:space:]]*- pkserve:50051' <<<"$client_command"; then
+  client_words=" $(sed -n 's/^[[:space:]]*- //p' <<<"$client_command" | tr '\n' ' ')"
+  if grep -q 'entrypoint:.*pkserve-cli' <<<"$client_command" && [[ $client_words == " topk "* ]] \
+    && [[ $client_words == *" --target=pkserve:50051 "* || $client_words == *" --target pkserve:50051 "* ]]; then
     ok "docker-compose.yml's client runs pkserve-cli topk --target pkserve:50051"
   else
     fail "docker-compose.yml: expected the client service to run pkserve-cli topk --target pkserve:50051"

@@ -98,8 +98,19 @@ run_case "a health check without pkserve-cli" $cpu 's/CMD \["pkserve-cli", "heal
   "run 'pkserve-cli health'"
 run_case "the metrics port not exposed" $cpu 's/^EXPOSE 50051 9090/EXPOSE 50051/' 'expected EXPOSE 9090'
 run_case "a CUDA image that may build without CUDA" $cuda 's/ -DPK_WITH_CUDA=ON//' 'PK_WITH_CUDA=ON'
-run_case "a CUDA image that runs on the devel image" $cuda 's/-runtime-\${UBUNTU}/-devel-${UBUNTU}/' \
-  'nvidia/cuda runtime to run'
+run_case "a CUDA image built on Ubuntu 24.04 (no grpc-proto)" $cuda \
+  's|^FROM debian:12 AS build|FROM nvidia/cuda:${CUDA_VERSION}-devel-ubuntu24.04 AS build|' \
+  'expected debian:12 to build and debian:12-slim to run'
+run_case "a CUDA image that runs on NVIDIA's image" $cuda \
+  's|^FROM debian:12-slim|FROM nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu24.04|' \
+  'expected debian:12 to build and debian:12-slim to run'
+run_case "a CUDA build without the toolkit" $cuda '/^COPY --from=cuda-toolkit/d' \
+  'copies no /usr/local/cuda'
+run_case "a CUDA image the NVIDIA runtime gives no GPU" $cuda \
+  's/NVIDIA_VISIBLE_DEVICES=all/NVIDIA_VISIBLE_DEVICES=void/' 'does not set NVIDIA_VISIBLE_DEVICES=all'
+run_case "a CUDA image without the driver's compute libraries" $cuda \
+  's/NVIDIA_DRIVER_CAPABILITIES=compute,utility/NVIDIA_DRIVER_CAPABILITIES=utility/' \
+  'does not set NVIDIA_DRIVER_CAPABILITIES=compute'
 run_case "a CPU image on full Debian" $cpu 's/^FROM debian:12-slim/FROM debian:12/' \
   'debian:12-slim to run'
 run_case "build trees in the context" .dockerignore '/^build/d' 'build trees'
@@ -110,6 +121,8 @@ run_case "compose without its health check" $compose '/test: \["CMD", "pkserve-c
 run_case "compose starting the client before pkserve is healthy" $compose \
   's/service_healthy/service_started/' 'condition: service_healthy'
 run_case "compose's client sending nothing" $compose 's/- topk/- health/' 'pkserve-cli topk'
+run_case "compose's client sending elsewhere" $compose 's/--target=pkserve:50051/--target=other:50051/' \
+  'pkserve-cli topk --target pkserve:50051'
 
 if ((failures > 0)); then
   echo "FAILED: the checker missed $failures of $((failures + passed)) breakages"
