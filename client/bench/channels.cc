@@ -53,7 +53,8 @@ absl::StatusOr<TargetSpec> ParseTarget(absl::string_view flag) {
   return TargetSpec{absl::StrCat(all_v4 ? "ipv4:" : "ipv6:", flag), "round_robin"};
 }
 
-std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const TargetSpec& spec, int connections) {
+absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels(
+    const TargetSpec& spec, int connections, const client::TlsOptions& tls) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int connection = 0; connection < connections; ++connection) {
     grpc::ChannelArguments arguments;
@@ -64,8 +65,10 @@ std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const TargetSpec& spec,
     // through the global pool; a local pool and a distinct argument keep each one separate.
     arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     arguments.SetInt("pkserve_bench.connection", connection);
-    channels.push_back(
-        grpc::CreateCustomChannel(spec.target, grpc::InsecureChannelCredentials(), arguments));
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        client::MakeChannelCredentials(tls, arguments);
+    if (!credentials.ok()) return credentials.status();
+    channels.push_back(grpc::CreateCustomChannel(spec.target, *credentials, arguments));
   }
   return channels;
 }

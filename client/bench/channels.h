@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/tls.h"
 #include "grpcpp/grpcpp.h"
 
 namespace pkserve::bench {
@@ -26,8 +27,10 @@ absl::StatusOr<TargetSpec> ParseTarget(absl::string_view flag);
 
 // `connections` channels to `spec`, each its own HTTP/2 connection (per server): they use local
 // subchannel pools and differ in a channel argument, so gRPC shares no connection between them.
-// No message size limit either way. Channels connect lazily; see WaitForChannels.
-std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const TargetSpec& spec, int connections);
+// No message size limit either way. Plaintext, or TLS as `tls` says (client/tls.h; it fails only
+// on TLS files it cannot read). Channels connect lazily; see WaitForChannels.
+absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels(
+    const TargetSpec& spec, int connections, const client::TlsOptions& tls = {});
 
 // Connects every channel, failing with the target and the channel's state after `timeout`.
 absl::Status WaitForChannels(const std::vector<std::shared_ptr<grpc::Channel>>& channels,

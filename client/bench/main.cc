@@ -42,11 +42,19 @@
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "pkserve address; several, comma-separated (a:port,b:port), are spread round_robin");
+ABSL_FLAG(bool, tls, false, "use TLS (implied by the --tls_* flags); the system's CA roots");
+ABSL_FLAG(std::string, tls_ca, "", "CA bundle (PEM) to verify the server's certificate against");
+ABSL_FLAG(std::string, tls_cert, "", "client certificate chain (PEM), for mutual TLS");
+ABSL_FLAG(std::string, tls_key, "", "private key (PEM) of --tls_cert");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "the name the server's certificate must carry, when not the host of --target");
 ABSL_FLAG(std::string, widths, "1024,1024", "factor widths of every request");
 ABSL_FLAG(uint32_t, k, 64, "slots wanted per row");
 ABSL_FLAG(std::string, dtype, "bf16", "element type: f32 or bf16");
 ABSL_FLAG(std::string, rows, "1", "rows per request: a count, or a range LOW-HIGH drawn uniformly");
-ABSL_FLAG(std::string, mode, "unary", "unary (TopK calls) or stream (TopKStream, one per slot)");
+ABSL_FLAG(std::string, mode, "unary",
+          "unary (TopK calls) or stream (TopKStream: one stream per closed-loop slot; open loop "
+          "spreads sends over max(connections, threads) streams)");
 ABSL_FLAG(std::string, concurrency, "1,4,16,64",
           "closed loop: requests kept in flight, one level per entry");
 ABSL_FLAG(std::string, rate, "",
@@ -61,7 +69,8 @@ ABSL_FLAG(int32_t, threads, 0, "completion-queue threads; 0 = min(hardware threa
 ABSL_FLAG(double, deadline_s, 10, "deadline of each unary call, seconds");
 ABSL_FLAG(int32_t, max_outstanding, 10000,
           "open loop: requests in flight at most; later sends wait (and count the wait)");
-ABSL_FLAG(int32_t, pool, 64, "distinct random requests generated up front and reused");
+ABSL_FLAG(int32_t, pool, 64,
+          "distinct random requests generated up front and reused (at most 64 MiB of scores)");
 ABSL_FLAG(int32_t, verify, 0,
           "answers per level, sampled uniformly, checked bit for bit against the CPU "
           "implementation; any difference fails the run");
@@ -222,7 +231,20 @@ int Main() {
   const bool tty = isatty(STDOUT_FILENO) == 1;
 
   const RequestPool pool(options.workload, options.pool_requests, options.pool_bytes, options.seed);
-  std::vector<std::shared_ptr<grpc::Channel>> channels = MakeChannels(*target, options.connections);
+  client::TlsOptions tls;
+  tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  tls.enabled = absl::GetFlag(FLAGS_tls) || !tls.ca_file.empty() || !tls.cert_file.empty() ||
+                !tls.key_file.empty() || !tls.server_name.empty();
+  absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> made =
+      MakeChannels(*target, options.connections, tls);
+  if (!made.ok()) {
+    std::fprintf(stderr, "pkserve-bench: %s\n", std::string(made.status().message()).c_str());
+    return 2;
+  }
+  std::vector<std::shared_ptr<grpc::Channel>> channels = *std::move(made);
   if (absl::Status connected = WaitForChannels(channels, target->target, kConnectTimeout);
       !connected.ok()) {
     std::fprintf(stderr, "pkserve-bench: %s\n", std::string(connected.message()).c_str());
@@ -240,7 +262,7 @@ int Main() {
     }
     echo = *std::move(started);
     std::vector<std::shared_ptr<grpc::Channel>> echo_channels =
-        MakeChannels(TargetSpec{echo->address(), ""}, options.connections);
+        *MakeChannels(TargetSpec{echo->address(), ""}, options.connections);  // plaintext
     if (absl::Status connected = WaitForChannels(echo_channels, echo->address(), kConnectTimeout);
         !connected.ok()) {
       std::fprintf(stderr, "pkserve-bench: %s\n", std::string(connected.message()).c_str());
