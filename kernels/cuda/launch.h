@@ -15,6 +15,18 @@
 
 namespace pk::cuda {
 
+// Which implementation of each part of the kernel a launch uses. kAuto (the default, what an
+// executor wants) picks by shape; tools force the others to compare and test the alternatives.
+// Every combination computes the same result.
+struct KernelPaths {
+  enum class Choice : uint8_t { kAuto, kOn, kOff };
+  Choice small_factors = Choice::kAuto;   // all factors in one register sort (every width <= 64)
+  Choice lean_stages = Choice::kAuto;     // a stage as one sort of its bounded candidates (n <= 128)
+  Choice bisect_maxima = Choice::kAuto;   // bfloat16 factor threshold by bisection, not a sort
+  Choice slot_key32 = Choice::kAuto;      // output order by 32-bit slot keys where slots allow
+  Choice block_per_row = Choice::kAuto;   // a block of F warps per row (small batches)
+};
+
 class TopKLauncher {
  public:
   // Prepares the kernels for `device` and makes it current for the calling thread.
@@ -30,7 +42,7 @@ class TopKLauncher {
   // Each output row is in slot order. rows == 0 enqueues nothing. Returns cudaSuccess or the
   // error of the launch itself (errors of the running kernel surface at the stream's next sync).
   cudaError_t Launch(const Problem& problem, const void* scores, size_t rows, void* values,
-                     uint32_t* slots, cudaStream_t stream) const;
+                     uint32_t* slots, cudaStream_t stream, const KernelPaths& paths = {}) const;
 
   int device() const { return device_; }
   int multiprocessors() const { return multiprocessors_; }

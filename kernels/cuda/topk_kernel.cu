@@ -39,7 +39,7 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kMaxCorners = 32;
 constexpr int kChunkElements = 1024;  // per staging chunk, either type
-constexpr int kMaxStageKeys = 512;    // register sorts handle up to this many keys
+constexpr int kStageCapacity = 512;   // stage survivors held in shared memory (sorts go this far)
 
 // Element type traits: how a chunk is held (four 32-bit words per 16-byte block), what an element
 // is worth, and the factor sort key.
@@ -126,19 +126,35 @@ struct KernelParams {
   int kept[kMaxFactors];       // n[f]: kept[0] = kf[0], kept[f] = min(k, kept[f-1] * kf[f])
   int candidates[kMaxFactors];      // staircase pairs of stage f (f >= 1)
   uint32_t table_offset[kMaxFactors];  // first entry of stage f in the block's pair table
+  // Lower bounds on stage f's kept-th best score: full rectangles a x b == kept (the best of
+  // their far corners), and one hyperbolic staircase {(i+1)(j+1) <= m} of at least kept pairs
+  // (the worst of its corners). Each corner is i << 8 | j.
   int corner_count[kMaxFactors];
-  uint16_t corners[kMaxFactors][kMaxCorners];  // (a-1) << 8 | (b-1), a * b == kept[f]
+  uint16_t corners[kMaxFactors][kMaxCorners];
+  int stair_count[kMaxFactors];
+  uint16_t stair[kMaxFactors][kMaxCorners];
+  // Stage f's order key below the score: (i + j) << row_bits | i, tie_bits wide in all.
+  int row_bits[kMaxFactors];
+  int tie_bits[kMaxFactors];
+  int lean[kMaxFactors];       // stage f ranks its bounded candidates with one sort
+  int slot_index_bits;         // bits(kk - 1)
+  int slot_key32;              // slot << slot_index_bits | index fits 31 bits
+  int small_segment;           // > 0: all factors ranked by one register sort, segments this long
+  int small_segment_bits;      // log2(small_segment)
+  int small_per_lane;          // keys a lane holds in that sort
+  int bisect_maxima;           // bfloat16 threshold from the group maxima by bisection
   // Shared memory: the pair table, then one slice per warp.
   uint32_t table_bytes;
   uint32_t warp_bytes;
   int list_capacity;       // entries per factor list and per running list
   uint32_t lists_offset;   // factor lists: F * cap floats, then F * cap columns
-  uint32_t running_offset; // running lists: 2 * cap floats, 2 * cap slots, 2 * cap rank tuples
+  uint32_t running_offset; // running lists (F >= 3): 2 * cap floats, slots and rank tuples
   uint32_t histogram_offset;
-  uint32_t union_offset;   // factor phase: staging, buffer, chosen; stages: candidates, chosen
+  uint32_t union_offset;   // factor phase: staging, buffer, chosen; stages: candidates, chosen,
+                           // scores (then pair codes), survivor codes
   int warps_per_row;       // 1, or F (a block per row)
   int buffer_capacity;     // factor survivor keys
-  int candidate_capacity;  // stage survivor keys (>= 512)
+  int candidate_capacity;  // stage survivors kept in shared memory (kStageCapacity)
 };
 
 // A warp's slice of shared memory, typed.
@@ -157,7 +173,8 @@ struct WarpMemory {
   uint32_t* maxima;        // factor phase, aliases buffer (used while it is empty)
   uint64_t* candidates;    // stage phase
   uint64_t* candidates_chosen;
-  uint32_t* scores;        // stage phase: survivors' score keys
+  uint32_t* scores;        // stage phase: survivors' score keys, then the kept pair codes
+  uint32_t* survivor_codes;  // lean stages: survivors' pair codes
 
   __device__ WarpMemory(const KernelParams& p, uint8_t* slice) {
     const int cap = p.list_capacity;
@@ -174,6 +191,7 @@ struct WarpMemory {
     candidates = reinterpret_cast<uint64_t*>(slice + p.union_offset);
     candidates_chosen = candidates + p.candidate_capacity;
     scores = reinterpret_cast<uint32_t*>(candidates_chosen + p.list_capacity);
+    survivor_codes = scores + p.candidate_capacity;
   }
 };
 
@@ -209,7 +227,7 @@ __device__ __forceinline__ void LoadBlock(const uint8_t* window, int b, int begi
                                           uint32_t (&block)[4]) {
   const int first = b * 16;
   const uint4 v = first >= begin && first + 16 <= end
-                      ? __ldg(reinterpret_cast<const uint4*>(window + first))
+                      ? __ldg(AsVectors(window + first))
                       : LoadPartialBlock<T>(window, first, begin, end);
   block[0] = v.x;
   block[1] = v.y;
@@ -277,6 +295,51 @@ __device__ __forceinline__ void GroupMaxima(const uint32_t (&data)[T::kBlocksPer
   }
 }
 
+// The 16-bit key (SPEC.md's key of a bfloat16 value, high half) of the kf-th largest maximum of
+// the groups of kPerBlock / kGroups elements of the lane's blocks b < blocks: a bisection on the
+// key, each step one warp-wide count (no sort, no shared memory). A group of invalid (NaN) elements
+// has the key of -inf. Pre: at least kf groups. Post: at least kf groups reach the result.
+template <class T, int kGroups>
+__device__ __forceinline__ uint32_t KthGroupMaximum16(const uint32_t (&data)[T::kBlocksPerLane][4],
+                                                      int lane, int blocks, int kf) {
+  constexpr int kSize = T::kPerBlock / kGroups;
+  constexpr int kMaxima = T::kBlocksPerLane * kGroups;
+  uint32_t maxima[kMaxima];
+  uint32_t low = 0xffffu;
+  uint32_t high = 0;
+#pragma unroll
+  for (int q = 0; q < T::kBlocksPerLane; ++q) {
+    const bool valid = lane + 32 * q < blocks;
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      float best = T::Element(data[q], g * kSize);
+#pragma unroll
+      for (int h = g * kSize + 1; h < (g + 1) * kSize; ++h) best = fmaxf(best, T::Element(data[q], h));
+      const uint32_t key = OrderedKey(best) >> 16;
+      maxima[q * kGroups + g] = valid ? key : 0u;
+      if (valid) {
+        low = min(low, key);
+        high = max(high, key);
+      }
+    }
+  }
+  // Invariant: at least kf maxima reach `low`, fewer than kf exceed `high`.
+  low = __reduce_min_sync(kFullMask, low);
+  high = __reduce_max_sync(kFullMask, high);
+  while (low < high) {
+    const uint32_t mid = (low + high + 1) >> 1;
+    uint32_t reaching = 0;
+#pragma unroll
+    for (int x = 0; x < kMaxima; ++x) reaching += maxima[x] >= mid ? 1u : 0u;
+    if (__reduce_add_sync(kFullMask, reaching) >= static_cast<uint32_t>(kf)) {
+      low = mid;
+    } else {
+      high = mid - 1;
+    }
+  }
+  return low;
+}
+
 // Sorts the `keep` best of the factor buffer's `count` keys into its front.
 template <class T>
 __device__ __forceinline__ void TopSorted(const WarpMemory<T>& m, int count, int keep) {
@@ -320,7 +383,7 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
 #pragma unroll
         for (int w = 0; w < 4; ++w) data[q][w] = T::kInvalidWord;
       }
-      *reinterpret_cast<uint4*>(m.staging + 16 * b) =
+      *AsVectors(m.staging + 16 * b) =
           make_uint4(data[q][0], data[q][1], data[q][2], data[q][3]);
     }
 
@@ -330,21 +393,35 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
       while (per_block < T::kMaxGroupsPerBlock && blocks * per_block < 2 * kf) per_block *= 2;
       const int groups = blocks * per_block;
       if (groups >= kf) {
-        if (per_block == 1) {
-          GroupMaxima<T, 1>(data, lane, blocks, m.maxima);
-        } else if (per_block == 2) {
-          GroupMaxima<T, 2>(data, lane, blocks, m.maxima);
-        } else {
-          GroupMaxima<T, T::kMaxGroupsPerBlock>(data, lane, blocks, m.maxima);
+        uint32_t kth = 0;
+        bool bisected = false;
+        if constexpr (T::kElementBytes == 2) {
+          if (p.bisect_maxima) {
+            const uint32_t kth16 =
+                per_block == 1   ? KthGroupMaximum16<T, 1>(data, lane, blocks, kf)
+                : per_block == 2 ? KthGroupMaximum16<T, 2>(data, lane, blocks, kf)
+                                 : KthGroupMaximum16<T, T::kMaxGroupsPerBlock>(data, lane, blocks, kf);
+            // The float key of that bfloat16 value: low half 0 when positive, all ones when not.
+            kth = (kth16 << 16) | ((kth16 & 0x8000u) ? 0u : 0xffffu);
+            bisected = true;
+          }
         }
-        __syncwarp();
-        uint32_t kth;
-        if (groups <= 128) {
-          SelectTopSorted<uint32_t>(m.maxima, groups, kf, nullptr, nullptr);
-          kth = m.maxima[kf - 1];
+        if (!bisected) {
+          if (per_block == 1) {
+            GroupMaxima<T, 1>(data, lane, blocks, m.maxima);
+          } else if (per_block == 2) {
+            GroupMaxima<T, 2>(data, lane, blocks, m.maxima);
+          } else {
+            GroupMaxima<T, T::kMaxGroupsPerBlock>(data, lane, blocks, m.maxima);
+          }
           __syncwarp();
-        } else {
-          kth = WarpKthLargest(m.maxima, groups, kf, m.histogram);
+          if (groups <= 128) {
+            SelectTopSorted<uint32_t>(m.maxima, groups, kf, nullptr, nullptr);
+            kth = m.maxima[kf - 1];
+            __syncwarp();
+          } else {
+            kth = WarpKthLargest(m.maxima, groups, kf, m.histogram);
+          }
         }
         if (kth > OrderedKey(-INFINITY)) threshold = KeyToFloat(kth);
       }
@@ -401,73 +478,310 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
   __syncwarp();
 }
 
-// A stage candidate's distinct sort key: score key, then i + j, then i (all descending).
-__device__ __forceinline__ uint64_t CandidateKey(uint32_t score_key, int i, int j) {
-  return (uint64_t{score_key} << 32) | (static_cast<uint64_t>(i + j) << 8) | static_cast<uint64_t>(i);
+// Ranks every factor of one row with one segmented register sort (all widths <= 64): factor f's
+// columns are the keys f * S .. f * S + w[f] - 1 of the warp's 32 * E (S = p.small_segment, a power
+// of two >= every width), padded with key 0, so that sorting the segments of S ranks all factors
+// at once, in registers. Pre: F * S <= 32 * E; exchange holds 32 * E keys (warp-private). The
+// memory comes as pointers: a reference to the kernel's WarpMemory would put it in local memory.
+template <class T, int E>
+__device__ __noinline__ void RankSmallFactors(const KernelParams& p, float* list_value,
+                                              uint32_t* list_column, uint8_t* exchange,
+                                              const uint8_t* scores) {
+  using Key = typename T::Key;
+  const int lane = LaneId();
+  const int shift = p.small_segment_bits;
+  const int segment_mask = p.small_segment - 1;
+  // Factor f's fields by selects, not by indexing the parameters with a lane-dependent f (which
+  // would copy them to local memory).
+  auto pick = [&](const auto& field, int f) {
+    auto value = field[0];
+#pragma unroll
+    for (int g = 1; g < kMaxFactors; ++g) value = f == g ? field[g] : value;
+    return value;
+  };
+  Key keys[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int x = lane * E + e;
+    const int f = x >> shift;
+    const int c = x & segment_mask;
+    keys[e] = f < p.factors && c < static_cast<int>(pick(p.width, f))
+                  ? T::Composite(scores + size_t{pick(p.offset, f) + static_cast<uint32_t>(c)} * T::kElementBytes,
+                                 static_cast<uint32_t>(c))
+                  : Key{0};
+  }
+  WarpSortSegments<E>(keys, reinterpret_cast<Key*>(exchange), p.small_segment);
+  const int cap = p.list_capacity;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int x = lane * E + e;
+    const int f = x >> shift;
+    const int r = x & segment_mask;
+    if (f < p.factors && r < pick(p.list_size, f)) {
+      list_value[f * cap + r] = T::KeyValue(keys[e]);
+      list_column[f * cap + r] = T::KeyColumn(keys[e]);
+    }
+  }
+  __syncwarp();
 }
 
-// Sorts keys[0..count) descending in registers and keeps the first `keep`. Pre: count <= 512.
-template <typename Key>
-__device__ __forceinline__ void SortUpTo512(Key* keys, int count, int keep) {
-  const int per_lane = (count + 31) / 32;
-  if (per_lane <= 1) {
-    SortSharedDescending<1>(keys, count, keep);
-  } else if (per_lane <= 2) {
-    SortSharedDescending<2>(keys, count, keep);
-  } else if (per_lane <= 4) {
-    SortSharedDescending<4>(keys, count, keep);
-  } else if (per_lane <= 8) {
-    SortSharedDescending<8>(keys, count, keep);
-  } else {
-    SortSharedDescending<16>(keys, count, keep);
+template <class T>
+__device__ __forceinline__ void RankSmallFactorsOf(const KernelParams& p, const WarpMemory<T>& m,
+                                                   const uint8_t* scores) {
+  switch (p.small_per_lane) {
+    case 1: return RankSmallFactors<T, 1>(p, m.list_value, m.list_column, m.staging, scores);
+    case 2: return RankSmallFactors<T, 2>(p, m.list_value, m.list_column, m.staging, scores);
+    case 4: return RankSmallFactors<T, 4>(p, m.list_value, m.list_column, m.staging, scores);
+    default: return RankSmallFactors<T, 8>(p, m.list_value, m.list_column, m.staging, scores);
   }
 }
 
-// Stage f: pairs the running list (run_value, kept[f-1] entries) with factor f's list and returns
-// the kept[f] best candidate keys (sorted descending when `ordered`, else in any order).
-// Fast path: find the kept-th best 32-bit score key (a sort of up to 256 score keys, else a radix
-// count, whose clustered shared-memory atomics make it pay only for large sets); the candidates above it all belong, and of those exactly at it the first by (i+j, i)
-// are ranked by counting when no more than 32 tie. Otherwise the full 64-bit keys are selected.
+// A stage candidate's pair code i << 8 | j (i, j < 256).
+__device__ __forceinline__ int CodeRow(uint32_t code) { return static_cast<int>(code >> 8); }
+__device__ __forceinline__ int CodeColumn(uint32_t code) { return static_cast<int>(code & 255u); }
+
+// The score key of stage candidate `code`.
+__device__ __forceinline__ uint32_t CandidateScore(uint32_t code, const float* run_value,
+                                                   const float* factor_value) {
+  return OrderedKey(run_value[CodeRow(code)] + factor_value[CodeColumn(code)]);
+}
+
+// A score key that at least kept[f] candidates of stage f reach: the best far corner of the full
+// rectangles of kept pairs, or the worst corner of the hyperbolic staircase of at least kept pairs,
+// whichever is higher (every member of such a set scores at least that corner's score). The
+// staircase follows the level lines of the sum of two sorted lists, so it is much the tighter.
+__device__ __forceinline__ uint32_t StageBound(const KernelParams& p, int f, const float* run_value,
+                                               const float* factor_value) {
+  const int lane = LaneId();
+  uint32_t rectangle = 0;
+  uint32_t staircase = 0xffffffffu;
+  if (lane < p.corner_count[f]) rectangle = CandidateScore(p.corners[f][lane], run_value, factor_value);
+  if (lane < p.stair_count[f]) staircase = CandidateScore(p.stair[f][lane], run_value, factor_value);
+  rectangle = __reduce_max_sync(kFullMask, rectangle);
+  staircase = __reduce_min_sync(kFullMask, staircase);
+  return p.stair_count[f] > 0 ? max(rectangle, staircase) : rectangle;
+}
+
+// Stage f with one sort: the candidates that reach the bound, keyed by (score key, i + j, i) and
+// sorted descending, give the kept best in order. The key is 32 bits when the survivors' distances
+// above the bound, stripped of the trailing zero bits they all share, fit beside the tie bits
+// (bfloat16 sums nearly always do), else 64. Writes the kept pair codes, best first, to m.scores.
+// Returns false, having written nothing, when more than kStageCapacity candidates reach the bound.
 template <class T>
-__device__ const uint64_t* SelectStage(const KernelParams& p, const WarpMemory<T>& m,
-                                       const uint16_t* table, int f, const float* run_value,
-                                       bool ordered) {
+__device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
+                          int f, const float* run_value) {
   const int lane = LaneId();
   const unsigned lanes_below = (1u << lane) - 1u;
   const float* factor_value = m.list_value + f * p.list_capacity;
-  uint32_t bound = 0;
-  for (int c = lane; c < p.corner_count[f]; c += 32) {
-    const int code = p.corners[f][c];
-    bound = max(bound, OrderedKey(run_value[code >> 8] + factor_value[code & 255]));
-  }
-  bound = WarpMax(bound);
+  const uint32_t bound = StageBound(p, f, run_value, factor_value);
   const uint16_t* pairs = table + p.table_offset[f];
   const int total = p.candidates[f];
   int count = 0;
+  uint32_t spread = 0;  // OR of the survivors' distances above the bound
+  uint32_t widest = 0;  // the largest distance
   for (int base = 0; base < total; base += 32) {
     const int c = base + lane;
+    uint32_t code = 0;
+    uint32_t score = 0;
     bool pass = false;
-    uint64_t key = 0;
-    uint32_t score_key = 0;
     if (c < total) {
-      const int code = pairs[c];
-      const int i = code >> 8;
-      const int j = code & 255;
-      score_key = OrderedKey(run_value[i] + factor_value[j]);
-      pass = score_key >= bound;
-      key = CandidateKey(score_key, i, j);
+      code = pairs[c];
+      score = CandidateScore(code, run_value, factor_value);
+      pass = score >= bound;
     }
     const unsigned passing = __ballot_sync(kFullMask, pass);
     if (pass) {
       const int at = count + __popc(passing & lanes_below);
-      m.candidates[at] = key;
-      m.scores[at] = score_key;
+      if (at < kStageCapacity) {
+        m.scores[at] = score;
+        m.survivor_codes[at] = code;
+      }
+      spread |= score - bound;
+      widest = max(widest, score - bound);
+    }
+    count += __popc(passing);
+  }
+  if (count > kStageCapacity) return false;
+  __syncwarp();
+  spread = __reduce_or_sync(kFullMask, spread);
+  widest = __reduce_max_sync(kFullMask, widest);
+  const int zeros = spread == 0 ? 0 : __ffs(static_cast<int>(spread)) - 1;
+  const int tie_bits = p.tie_bits[f];
+  const int row_bits = p.row_bits[f];
+  const uint32_t row_mask = (1u << row_bits) - 1u;
+  const uint32_t sum_mask = (1u << (tie_bits - row_bits)) - 1u;
+  const int kept = p.kept[f];
+  uint32_t* codes = m.scores;  // read (score keys), then the result
+  if ((widest >> zeros) < (1u << (31 - tie_bits)) * 2u) {
+    uint32_t* keys = reinterpret_cast<uint32_t*>(m.candidates);
+    for (int r = lane; r < count; r += 32) {
+      const uint32_t code = m.survivor_codes[r];
+      const uint32_t i = code >> 8;
+      const uint32_t j = code & 255u;
+      keys[r] = (((m.scores[r] - bound) >> zeros) << tie_bits) | ((i + j) << row_bits) | i;
+    }
+    __syncwarp();
+    SortUpTo512(keys, count, kept);
+    for (int r = lane; r < kept; r += 32) {
+      const uint32_t key = keys[r];
+      const uint32_t i = key & row_mask;
+      const uint32_t sum = (key >> row_bits) & sum_mask;
+      codes[r] = (i << 8) | (sum - i);
+    }
+  } else {
+    uint64_t* keys = m.candidates;
+    for (int r = lane; r < count; r += 32) {
+      const uint32_t code = m.survivor_codes[r];
+      const uint32_t i = code >> 8;
+      const uint32_t j = code & 255u;
+      keys[r] = (uint64_t{m.scores[r]} << 32) | ((i + j) << row_bits) | i;
+    }
+    __syncwarp();
+    SortUpTo512(keys, count, kept);
+    for (int r = lane; r < kept; r += 32) {
+      const uint32_t key = static_cast<uint32_t>(keys[r]);
+      const uint32_t i = key & row_mask;
+      const uint32_t sum = (key >> row_bits) & sum_mask;
+      codes[r] = (i << 8) | (sum - i);
+    }
+  }
+  __syncwarp();
+  return true;
+}
+
+// A stage candidate's distinct 64-bit order key: score key, then i + j, then i (all descending).
+__device__ __forceinline__ uint64_t CandidateKey(uint32_t score_key, uint32_t code) {
+  const uint32_t i = code >> 8;
+  const uint32_t j = code & 255u;
+  return (uint64_t{score_key} << 32) | ((i + j) << 8) | i;
+}
+__device__ __forceinline__ uint32_t KeyCode(uint64_t key) {
+  const uint32_t i = static_cast<uint32_t>(key) & 255u;
+  const uint32_t sum = (static_cast<uint32_t>(key) >> 8) & 511u;
+  return (i << 8) | (sum - i);
+}
+
+// The number of stage f's candidates for which keep(score key, code) holds, over all of them
+// (recomputed, nothing stored): the slow path's counting step.
+template <class Keep>
+__device__ __forceinline__ int CountCandidates(const KernelParams& p, const uint16_t* pairs, int f,
+                                               const float* run_value, const float* factor_value,
+                                               Keep keep) {
+  uint32_t mine = 0;
+  for (int c = LaneId(); c < p.candidates[f]; c += 32) {
+    const uint32_t code = pairs[c];
+    mine += keep(CandidateScore(code, run_value, factor_value), code) ? 1u : 0u;
+  }
+  return static_cast<int>(__reduce_add_sync(kFullMask, mine));
+}
+
+// Stage f when more than kStageCapacity candidates reach the bound (rows full of ties): the cut
+// score by bisection over all candidates, then the tie-break key (i + j) << 8 | i among those on
+// it, the same way; only the kept pairs are stored. Slow, nothing beyond the pair table needed.
+// Writes the kept keys to m.candidates (best first when `ordered`).
+template <class T>
+__device__ void StageByCounting(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* pairs,
+                                int f, const float* run_value, uint32_t bound, bool ordered) {
+  const int lane = LaneId();
+  const unsigned lanes_below = (1u << lane) - 1u;
+  const float* factor_value = m.list_value + f * p.list_capacity;
+  const int kept = p.kept[f];
+  // The largest score key that `kept` candidates reach: at least `bound`, at most the score of
+  // (0, 0), which no candidate exceeds.
+  uint32_t low = bound;
+  uint32_t high = CandidateScore(0, run_value, factor_value);
+  while (low < high) {
+    const uint32_t mid = low + (high - low + 1) / 2;
+    const int reaching = CountCandidates(p, pairs, f, run_value, factor_value,
+                                         [mid](uint32_t score, uint32_t) { return score >= mid; });
+    if (reaching >= kept) {
+      low = mid;
+    } else {
+      high = mid - 1;
+    }
+  }
+  const uint32_t cut = low;
+  const int above = CountCandidates(p, pairs, f, run_value, factor_value,
+                                    [cut](uint32_t score, uint32_t) { return score > cut; });
+  const int need = kept - above;
+  // Of the candidates on the cut, the `need` best by (i + j, i): the tie key at or above which
+  // exactly `need` of them lie (tie keys are distinct).
+  auto tie_key = [](uint32_t code) { return (((code >> 8) + (code & 255u)) << 8) | (code >> 8); };
+  uint32_t tie_low = 0;
+  uint32_t tie_high = (1u << 17) - 1u;
+  while (tie_low < tie_high) {
+    const uint32_t mid = tie_low + (tie_high - tie_low + 1) / 2;
+    const int reaching = CountCandidates(
+        p, pairs, f, run_value, factor_value,
+        [cut, mid, tie_key](uint32_t score, uint32_t code) { return score == cut && tie_key(code) >= mid; });
+    if (reaching >= need) {
+      tie_low = mid;
+    } else {
+      tie_high = mid - 1;
+    }
+  }
+  const uint32_t tie_cut = tie_low;
+  int taken = 0;
+  for (int base = 0; base < p.candidates[f]; base += 32) {
+    const int c = base + lane;
+    bool in = false;
+    uint64_t key = 0;
+    if (c < p.candidates[f]) {
+      const uint32_t code = pairs[c];
+      const uint32_t score = CandidateScore(code, run_value, factor_value);
+      in = score > cut || (score == cut && tie_key(code) >= tie_cut);
+      key = CandidateKey(score, code);
+    }
+    const unsigned chosen = __ballot_sync(kFullMask, in);
+    if (in) m.candidates[taken + __popc(chosen & lanes_below)] = key;
+    taken += __popc(chosen);
+  }
+  __syncwarp();
+  if (ordered) SortUpTo512(m.candidates, kept, kept);
+}
+
+// Stage f with a score-key cut: the candidates that reach the bound are stored, the kept-th best
+// 32-bit score key found (a sort of up to 256 score keys, else a radix count), the candidates above
+// it all taken and the few tied on it ranked by (i + j, i); 64-bit keys order the kept pairs where
+// a later stage needs them (`ordered`). Writes the kept pair codes (best first when ordered) to
+// m.scores.
+template <class T>
+__device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table, int f,
+                         const float* run_value, bool ordered) {
+  const int lane = LaneId();
+  const unsigned lanes_below = (1u << lane) - 1u;
+  const float* factor_value = m.list_value + f * p.list_capacity;
+  const uint32_t bound = StageBound(p, f, run_value, factor_value);
+  const uint16_t* pairs = table + p.table_offset[f];
+  const int total = p.candidates[f];
+  const int kept = p.kept[f];
+  int count = 0;
+  for (int base = 0; base < total; base += 32) {
+    const int c = base + lane;
+    bool pass = false;
+    uint32_t code = 0;
+    uint32_t score = 0;
+    if (c < total) {
+      code = pairs[c];
+      score = CandidateScore(code, run_value, factor_value);
+      pass = score >= bound;
+    }
+    const unsigned passing = __ballot_sync(kFullMask, pass);
+    if (pass) {
+      const int at = count + __popc(passing & lanes_below);
+      if (at < kStageCapacity) {
+        m.candidates[at] = CandidateKey(score, code);
+        m.scores[at] = score;
+      }
     }
     count += __popc(passing);
   }
   __syncwarp();
-  const int kept = p.kept[f];
-  {
+  const uint64_t* selected = nullptr;
+  if (count > kStageCapacity) {
+    StageByCounting(p, m, pairs, f, run_value, bound, ordered);
+    selected = m.candidates;
+  } else {
     uint32_t cut;
     if (count <= 256) {
       SortUpTo512(m.scores, count, kept);
@@ -479,15 +793,15 @@ __device__ const uint64_t* SelectStage(const KernelParams& p, const WarpMemory<T
     int at_cut = 0;
     for (int base = 0; base < count; base += 32) {
       const int c = base + lane;
-      const uint32_t score_key = c < count ? static_cast<uint32_t>(m.candidates[c] >> 32) : 0u;
-      above += __popc(__ballot_sync(kFullMask, c < count && score_key > cut));
-      at_cut += __popc(__ballot_sync(kFullMask, c < count && score_key == cut));
+      const uint32_t score = c < count ? static_cast<uint32_t>(m.candidates[c] >> 32) : 0u;
+      above += __popc(__ballot_sync(kFullMask, c < count && score > cut));
+      at_cut += __popc(__ballot_sync(kFullMask, c < count && score == cut));
     }
     // `need` of the `at_cut` candidates scoring exactly `cut` belong: all of them when no tie
     // straddles the cut, else those first by (i + j, i), ranked by counting when they are few.
     const int need = kept - above;
     if (need == at_cut || at_cut <= 32) {
-      uint64_t* selected = m.candidates_chosen;
+      uint64_t* chosen = m.candidates_chosen;
       // The score keys are read (cut); their room holds the ties.
       uint64_t* tied = reinterpret_cast<uint64_t*>(m.scores);
       int taken = 0;
@@ -495,14 +809,14 @@ __device__ const uint64_t* SelectStage(const KernelParams& p, const WarpMemory<T
       for (int base = 0; base < count; base += 32) {
         const int c = base + lane;
         const uint64_t key = c < count ? m.candidates[c] : 0u;
-        const uint32_t score_key = static_cast<uint32_t>(key >> 32);
-        const bool in = c < count && (score_key > cut || (need == at_cut && score_key == cut));
-        const bool tie = c < count && need != at_cut && score_key == cut;
-        const unsigned chosen = __ballot_sync(kFullMask, in);
+        const uint32_t score = static_cast<uint32_t>(key >> 32);
+        const bool in = c < count && (score > cut || (need == at_cut && score == cut));
+        const bool tie = c < count && need != at_cut && score == cut;
+        const unsigned chosen_mask = __ballot_sync(kFullMask, in);
         const unsigned tie_mask = __ballot_sync(kFullMask, tie);
-        if (in) selected[taken + __popc(chosen & lanes_below)] = key;
+        if (in) chosen[taken + __popc(chosen_mask & lanes_below)] = key;
         if (tie) tied[ties + __popc(tie_mask & lanes_below)] = key;
-        taken += __popc(chosen);
+        taken += __popc(chosen_mask);
         ties += __popc(tie_mask);
       }
       __syncwarp();
@@ -517,20 +831,18 @@ __device__ const uint64_t* SelectStage(const KernelParams& p, const WarpMemory<T
           join = rank < need;
         }
         const unsigned joining = __ballot_sync(kFullMask, join);
-        if (join) selected[taken + __popc(joining & lanes_below)] = mine;
+        if (join) chosen[taken + __popc(joining & lanes_below)] = mine;
         __syncwarp();
       }
-      if (ordered) SortUpTo512(selected, kept, kept);
-      return selected;
+      if (ordered) SortUpTo512(chosen, kept, kept);
+      selected = chosen;
+    } else {
+      SortUpTo512(m.candidates, count, kept);
+      selected = m.candidates;
     }
   }
-  SelectTopSorted<uint64_t>(m.candidates, count, kept, m.candidates_chosen, m.histogram);
-  return m.candidates;
-}
-
-__device__ __forceinline__ int PairRow(uint64_t key) { return static_cast<int>(key & 0xffu); }
-__device__ __forceinline__ int PairColumn(uint64_t key) {
-  return static_cast<int>((key >> 8) & 0x1ffu) - PairRow(key);
+  for (int r = lane; r < kept; r += 32) m.scores[r] = KeyCode(selected[r]);
+  __syncwarp();
 }
 
 // Ranks factors first, first + step, ... of one row into m's lists.
@@ -554,16 +866,19 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
   constexpr int kBytes = T::kElementBytes;
   const int lane = LaneId();
   const int cap = p.list_capacity;
-  for (int r = lane; r < p.list_size[0]; r += 32) m.running_ranks[r] = static_cast<uint32_t>(r);
-  __syncwarp();
   const float* run_value = m.list_value;
   const uint32_t* run_slot = m.list_column;
-  const uint32_t* run_ranks = m.running_ranks;
-  int next = 1;
+  const uint32_t* run_ranks = nullptr;  // stage 1: the rank is the row of the pair
+  int next = 0;
   const int last = p.factors - 1;
-  uint64_t* order = nullptr;
+  const int kk = static_cast<int>(p.kk);
+  const int index_bits = p.slot_index_bits;
+  uint32_t* order32 = reinterpret_cast<uint32_t*>(m.candidates);
+  uint32_t* ranks_at = reinterpret_cast<uint32_t*>(m.candidates_chosen);
+  uint64_t* order64 = m.candidates;
   for (int f = 1; f <= last; ++f) {
-    const uint64_t* selected = SelectStage<T>(p, m, table, f, run_value, f < last);
+    if (!(p.lean[f] && LeanStage<T>(p, m, table, f, run_value))) CutStage<T>(p, m, table, f, run_value, f < last);
+    const uint32_t* codes = m.scores;
     const float* factor_value = m.list_value + f * cap;
     const uint32_t* factor_column = m.list_column + f * cap;
     const int kept = p.kept[f];
@@ -573,12 +888,12 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
       uint32_t* next_slot = m.running_slot + next * cap;
       uint32_t* next_ranks = m.running_ranks + next * cap;
       for (int r = lane; r < kept; r += 32) {
-        const uint64_t key = selected[r];
-        const int i = PairRow(key);
-        const int j = PairColumn(key);
+        const uint32_t code = codes[r];
+        const int i = CodeRow(code);
+        const int j = CodeColumn(code);
         next_value[r] = T::Round(run_value[i] + factor_value[j]);
         next_slot[r] = run_slot[i] * width + factor_column[j];
-        next_ranks[r] = run_ranks[i] | (static_cast<uint32_t>(j) << (8 * f));
+        next_ranks[r] = (f == 1 ? static_cast<uint32_t>(i) : run_ranks[i]) | (static_cast<uint32_t>(j) << (8 * f));
       }
       __syncwarp();
       run_value = next_value;
@@ -586,27 +901,44 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
       run_ranks = next_ranks;
       next ^= 1;
     } else {
-      // Final slots, ascending: sort (~slot << 32 | ranks) descending, in place (each lane
-      // rewrites only the entries it read).
-      order = const_cast<uint64_t*>(selected);
+      // Final slots, ascending: sort ~(slot << index_bits | r) descending (32 bits) with the ranks
+      // aside, or (~slot << 32 | ranks) where slots are too wide for that.
       for (int r = lane; r < kept; r += 32) {
-        const uint64_t key = selected[r];
-        const int i = PairRow(key);
-        const int j = PairColumn(key);
+        const uint32_t code = codes[r];
+        const int i = CodeRow(code);
+        const int j = CodeColumn(code);
         const uint32_t slot = run_slot[i] * width + factor_column[j];
-        const uint32_t ranks = run_ranks[i] | (static_cast<uint32_t>(j) << (8 * f));
-        order[r] = (static_cast<uint64_t>(~slot) << 32) | ranks;
+        const uint32_t ranks = (f == 1 ? static_cast<uint32_t>(i) : run_ranks[i]) | (static_cast<uint32_t>(j) << (8 * f));
+        if (p.slot_key32) {
+          order32[r] = ~((slot << index_bits) | static_cast<uint32_t>(r));
+          ranks_at[r] = ranks;
+        } else {
+          order64[r] = (static_cast<uint64_t>(~slot) << 32) | ranks;
+        }
       }
       __syncwarp();
     }
   }
-  const int kk = static_cast<int>(p.kk);
-  SortUpTo512(order, kk, kk);
+  if (p.slot_key32) {
+    SortUpTo512(order32, kk, kk);
+  } else {
+    SortUpTo512(order64, kk, kk);
+  }
   uint8_t* values = p.values + row * p.kk * kBytes;
   uint32_t* slots = p.slots + row * p.kk;
+  const uint32_t index_mask = (1u << index_bits) - 1u;
   for (int r = lane; r < kk; r += 32) {
-    const uint64_t key = order[r];
-    const uint32_t ranks = static_cast<uint32_t>(key);
+    uint32_t slot;
+    uint32_t ranks;
+    if (p.slot_key32) {
+      const uint32_t key = ~order32[r];
+      slot = key >> index_bits;
+      ranks = ranks_at[key & index_mask];
+    } else {
+      const uint64_t key = order64[r];
+      slot = ~static_cast<uint32_t>(key >> 32);
+      ranks = static_cast<uint32_t>(key);
+    }
     float x[kMaxFactors];
     bool exact = true;  // every list value is the raw element (no -inf, hence no NaN behind it)
 #pragma unroll
@@ -631,7 +963,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
       if (f < p.factors) v = T::Round(v) + x[f];
     }
     T::Store(values + size_t(r) * kBytes, T::Round(v));
-    slots[r] = ~static_cast<uint32_t>(key >> 32);
+    slots[r] = slot;
   }
   __syncwarp();
 }
@@ -642,7 +974,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
 template <class T>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, T::kMinBlocks)
     TopKKernel(const __grid_constant__ KernelParams p) {
-  extern __shared__ __align__(16) uint8_t shared[];
+  uint8_t* shared = DynamicShared();
   uint16_t* table = reinterpret_cast<uint16_t*>(shared);
   BuildPairTables(p, table);
   __syncthreads();
@@ -663,7 +995,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, T::kMinBlocks)
   }
   for (; row < p.rows; row += row_step) {
     const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
-    RankFactors<T>(p, m, scores, first_factor, factor_step);
+    if (p.small_segment > 0) {
+      if (!block_per_row || warp == 0) RankSmallFactorsOf<T>(p, m, scores);
+    } else {
+      RankFactors<T>(p, m, scores, first_factor, factor_step);
+    }
     if (block_per_row) __syncthreads();
     if (!block_per_row || warp == 0) PairAndWrite<T>(p, m, table, scores, row);
     if (block_per_row) __syncthreads();
@@ -672,22 +1008,58 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, T::kMinBlocks)
 
 uint32_t RoundUp16(uint64_t bytes) { return static_cast<uint32_t>((bytes + 15) / 16 * 16); }
 
+bool Use(KernelPaths::Choice choice, bool by_default) {
+  return choice == KernelPaths::Choice::kAuto ? by_default : choice == KernelPaths::Choice::kOn;
+}
+
+int PowerOfTwoAtLeast(int x) {
+  int power = 1;
+  while (power < x) power *= 2;
+  return power;
+}
+
+// Corners of the smallest hyperbolic staircase {(i, j): (i+1)(j+1) <= m, i < rows, j < columns}
+// that holds at least `kept` pairs: in each run of rows of one length, the last row's last pair.
+// Every pair of the staircase is a candidate (m <= kept) and scores at least one corner. Returns
+// the number of corners, 0 when they do not fit (then only the rectangles bound the stage).
+int StaircaseCorners(int rows, int columns, int kept, uint16_t (&corners)[kMaxCorners]) {
+  auto length = [&](int m, int i) { return std::min(columns, m / (i + 1)); };
+  int m = 1;
+  for (;; ++m) {
+    int pairs = 0;
+    for (int i = 0; i < std::min(rows, m); ++i) pairs += length(m, i);
+    if (pairs >= kept || m >= kept) break;
+  }
+  int count = 0;
+  const int last = std::min(rows, m) - 1;
+  for (int i = 0; i <= last; ++i) {
+    if (i < last && length(m, i + 1) == length(m, i)) continue;
+    if (count == kMaxCorners) return 0;
+    corners[count++] = static_cast<uint16_t>((i << 8) | (length(m, i) - 1));
+  }
+  return count;
+}
+
 // The launch's parameters and shared-memory layout for a validated problem.
-KernelParams MakeParams(const Problem& problem) {
+KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
   KernelParams p{};
   p.factors = problem.factors;
   p.row_elements = problem.row_width();
   p.kk = problem.kk();
   const int k = static_cast<int>(problem.k);
+  uint32_t widest = 0;
+  int slot_bits = 0;
   for (int f = 0; f < problem.factors; ++f) {
     p.width[f] = problem.widths[f];
     p.offset[f] = problem.offset(f);
     const uint64_t w = problem.widths[f];
     p.list_size[f] = static_cast<int>(std::min<uint64_t>(k, w));
+    widest = std::max(widest, problem.widths[f]);
+    slot_bits += BitLength(problem.widths[f] - 1);
   }
   p.kept[0] = p.list_size[0];
   uint32_t table_entries = 0;
-  int max_candidates = 0;
+  bool any_lean = false;
   for (int f = 1; f < problem.factors; ++f) {
     const int previous = p.kept[f - 1];
     const int factor = p.list_size[f];
@@ -699,7 +1071,6 @@ KernelParams MakeParams(const Problem& problem) {
     p.candidates[f] = candidates;
     p.table_offset[f] = table_entries;
     table_entries += static_cast<uint32_t>((candidates + 7) / 8 * 8);
-    max_candidates = std::max(max_candidates, candidates);
     int corners = 0;
     for (int a = 1; a <= previous && corners < kMaxCorners; ++a) {
       if (kept % a != 0) continue;
@@ -707,7 +1078,22 @@ KernelParams MakeParams(const Problem& problem) {
       if (b <= factor) p.corners[f][corners++] = static_cast<uint16_t>(((a - 1) << 8) | (b - 1));
     }
     p.corner_count[f] = corners;
+    p.stair_count[f] = StaircaseCorners(previous, factor, kept, p.stair[f]);
+    p.row_bits[f] = (BitLength(static_cast<uint32_t>(previous - 1)));
+    p.tie_bits[f] = (BitLength(static_cast<uint32_t>(previous + factor - 2)) + p.row_bits[f]);
+    p.lean[f] = Use(paths.lean_stages, kept <= 128) ? 1 : 0;
+    any_lean = any_lean || p.lean[f];
   }
+  p.slot_index_bits = BitLength(p.kk - 1);
+  p.slot_key32 = Use(paths.slot_key32, true) && slot_bits + p.slot_index_bits <= 31 ? 1 : 0;
+  const int segment = std::max(2, PowerOfTwoAtLeast(static_cast<int>(widest)));
+  const int per_lane = PowerOfTwoAtLeast((problem.factors * segment + 31) / 32);
+  if (Use(paths.small_factors, true) && widest <= 64 && per_lane <= 8) {
+    p.small_segment = segment;
+    p.small_segment_bits = BitLength(static_cast<uint32_t>(segment - 1));
+    p.small_per_lane = per_lane;
+  }
+  p.bisect_maxima = Use(paths.bisect_maxima, true) ? 1 : 0;
   const int cap = std::max(32, (k + 31) / 32 * 32);
   // Sorts read whole power-of-two groups of 32 * E keys: keep every sorted array that long.
   int sort_span = 32;
@@ -718,32 +1104,29 @@ KernelParams MakeParams(const Problem& problem) {
   const uint32_t key_bytes = f32 ? 8 : 4;
   const uint32_t staging = f32 ? 32 * 8 * 16 : 32 * 4 * 16;
   p.buffer_capacity = kChunkElements + p.list_capacity;
-  p.candidate_capacity = (std::max(kMaxStageKeys, max_candidates) + 7) / 8 * 8;
+  p.candidate_capacity = kStageCapacity;
   const int list_cap = p.list_capacity;
   uint32_t offset = 0;
   p.lists_offset = offset;
   offset += RoundUp16(uint64_t(problem.factors) * list_cap * 8);
   p.running_offset = offset;
-  offset += RoundUp16(uint64_t(2) * list_cap * 12);
+  if (problem.factors >= 3) offset += RoundUp16(uint64_t(2) * list_cap * 12);
   p.histogram_offset = offset;
   offset += 256 * 4;
   p.union_offset = offset;
   const uint64_t factor_phase =
       staging + uint64_t(p.buffer_capacity + list_cap) * key_bytes;
-  const uint64_t stage_phase =
-      uint64_t(p.candidate_capacity + list_cap) * 8 + uint64_t(p.candidate_capacity) * 4;
+  const uint64_t stage_phase = uint64_t(p.candidate_capacity + list_cap) * 8 +
+                               uint64_t(p.candidate_capacity) * (any_lean ? 8 : 4);
   offset += RoundUp16(std::max(factor_phase, stage_phase));
   p.warp_bytes = offset;
   return p;
 }
 
-template <class T>
-const void* KernelOf() {
-  return reinterpret_cast<const void*>(&TopKKernel<T>);
-}
+using KernelFunction = void (*)(KernelParams);
 
-const void* KernelFor(DType dtype) {
-  return dtype == DType::kFloat32 ? KernelOf<Float32Type>() : KernelOf<Bf16Type>();
+KernelFunction KernelFor(DType dtype) {
+  return dtype == DType::kFloat32 ? &TopKKernel<Float32Type> : &TopKKernel<Bf16Type>;
 }
 
 std::string CudaMessage(const char* what, cudaError_t error) {
@@ -767,7 +1150,7 @@ Result<TopKLauncher> TopKLauncher::Create(int device) {
   launcher.shared_per_block_ = properties.sharedMemPerBlockOptin;
   launcher.registers_per_multiprocessor_ = properties.regsPerMultiprocessor;
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-    const void* kernel = KernelFor(dtype);
+    const KernelFunction kernel = KernelFor(dtype);
     error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(properties.sharedMemPerBlockOptin));
     if (error != cudaSuccess) {
@@ -784,9 +1167,10 @@ Result<TopKLauncher> TopKLauncher::Create(int device) {
 }
 
 cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, size_t rows,
-                                 void* values, uint32_t* slots, cudaStream_t stream) const {
+                                 void* values, uint32_t* slots, cudaStream_t stream,
+                                 const KernelPaths& paths) const {
   if (rows == 0) return cudaSuccess;
-  KernelParams p = MakeParams(problem);
+  KernelParams p = MakeParams(problem, paths);
   p.scores = static_cast<const uint8_t*>(scores);
   p.values = static_cast<uint8_t*>(values);
   p.slots = slots;
@@ -794,12 +1178,13 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   // Few rows: a block of F warps per row, one factor per warp, spread over the multiprocessors
   // (latency). Many: four warps a block, a row per warp, in a grid-stride loop sized to what fits
   // on the device at once (throughput).
-  const bool block_per_row = rows <= static_cast<size_t>(multiprocessors_) * 2;
+  const bool block_per_row =
+      Use(paths.block_per_row, rows <= static_cast<size_t>(multiprocessors_) * 2);
   const int warps = block_per_row ? problem.factors : kWarpsPerBlock;
   p.warps_per_row = block_per_row ? problem.factors : 1;
   const size_t shared = size_t{p.table_bytes} + static_cast<size_t>(warps) * p.warp_bytes;
   if (shared > shared_per_block_) return cudaErrorInvalidConfiguration;
-  const void* kernel = KernelFor(problem.dtype);
+  const KernelFunction kernel = KernelFor(problem.dtype);
   // Blocks resident per multiprocessor, from the limits that bind (computed here rather than by
   // the occupancy API, which costs microseconds per call).
   const int registers = kernel_registers_[static_cast<int>(problem.dtype)];

@@ -8,10 +8,35 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace pk::cuda {
 
 inline constexpr unsigned kFullMask = 0xffffffffu;
+
+// The block's dynamic shared memory (16-byte aligned).
+__device__ __forceinline__ uint8_t* DynamicShared() {
+#if defined(PK_CUDA_EMULATION)
+  return pk::emu::DynamicShared();
+#else
+  extern __shared__ __align__(16) uint8_t shared[];
+  return shared;
+#endif
+}
+
+// `pointer` as 16-byte vectors. Pre: 16-byte aligned (checked under the CPU emulator, where a
+// misaligned vector access would otherwise go unnoticed).
+template <class P>
+__device__ __forceinline__ auto AsVectors(P* pointer) {
+#if defined(PK_CUDA_EMULATION)
+  if (reinterpret_cast<uintptr_t>(pointer) % 16 != 0) std::abort();
+#endif
+  if constexpr (std::is_const_v<P>) {
+    return reinterpret_cast<const uint4*>(pointer);
+  } else {
+    return reinterpret_cast<uint4*>(pointer);
+  }
+}
 
 // The calling thread's lane (0..31).
 __device__ __forceinline__ int LaneId() { return static_cast<int>(threadIdx.x & 31u); }
@@ -55,14 +80,42 @@ __device__ __forceinline__ Key KeyMin(Key a, Key b) {
   return a < b ? a : b;
 }
 
-// One compare-exchange of a bitonic network inside a lane: keys[e] gets the larger (descending)
-// or the smaller of keys[e] and keys[e + stride], keys[e + stride] the other.
+// The bitonic sorts below use the variant whose comparators all put the larger key at the lower
+// index: phase `size` first compares index x with x ^ (size - 1) (its mirror in the block of
+// `size`), then x with x ^ stride for stride = size / 4 .. 1. After phase `size` every block of
+// `size` keys is sorted descending. Index x = lane * E + e, so strides below E stay in the lane,
+// where the direction is fixed at compile time (two min/max instructions a pair), and the larger
+// ones pair lanes, where a lane keeps the larger key exactly when it is the lower lane.
+
+// In-lane half of a phase: pairs (e, e ^ (size - 1)) when `mirror`, else (e, e + stride).
 template <int E, typename Key>
-__device__ __forceinline__ void ExchangeInLane(Key (&keys)[E], int e, int stride, bool descending) {
-  const Key a = keys[e];
-  const Key b = keys[e + stride];
-  keys[e] = descending ? KeyMax(a, b) : KeyMin(a, b);
-  keys[e + stride] = descending ? KeyMin(a, b) : KeyMax(a, b);
+__device__ __forceinline__ void InLaneMirror(Key (&keys)[E], int size) {
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int other = e ^ (size - 1);
+    if (other > e) {
+      const Key a = keys[e];
+      const Key b = keys[other];
+      keys[e] = KeyMax(a, b);
+      keys[other] = KeyMin(a, b);
+    }
+  }
+}
+
+template <int E, typename Key>
+__device__ __forceinline__ void InLaneStrides(Key (&keys)[E], int first_stride) {
+#pragma unroll
+  for (int stride = first_stride; stride > 0; stride >>= 1) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      if ((e & stride) == 0) {
+        const Key a = keys[e];
+        const Key b = keys[e + stride];
+        keys[e] = KeyMax(a, b);
+        keys[e + stride] = KeyMin(a, b);
+      }
+    }
+  }
 }
 
 // Unpacks / packs one 16-byte vector as keys (4 uint32 or 2 uint64), keeping them in registers.
@@ -89,95 +142,87 @@ __device__ __forceinline__ uint4 ToVector(const Key* in) {
   }
 }
 
-// Stores / loads the E keys of lane `owner` at exchange[owner * E ..], 16 bytes at a time where
-// they fill whole vectors. Pre: exchange 16-byte aligned.
+// Lanes exchange keys through shuffles when a lane holds at most 8 bytes of them, else through
+// shared memory: 16-byte vectors, vector v of lane l at vector index v * 32 + l, so that each
+// store and load instruction of the warp touches 512 consecutive bytes (no bank conflicts).
 template <int E, typename Key>
-__device__ __forceinline__ void StoreLaneKeys(Key* exchange, int owner, const Key (&in)[E]) {
-  constexpr int kPerVector = 16 / sizeof(Key);
-  if constexpr (E % kPerVector == 0) {
-    uint4* vectors = reinterpret_cast<uint4*>(exchange + owner * E);
+inline constexpr bool kExchangeByShuffle = E * sizeof(Key) <= 8;
+
+// One cross-lane step: key e of each lane meets key e (or E - 1 - e when `mirror`) of lane
+// lane ^ lane_mask, and the lane keeps the larger when keep_max, else the smaller.
+// Pre: exchange is warp-private shared memory for 32 * E keys, 16-byte aligned (unused when
+// lanes shuffle).
+template <int E, bool kMirror, typename Key>
+__device__ __forceinline__ void CrossLaneStep(Key (&keys)[E], Key* exchange, int lane,
+                                              int lane_mask, bool keep_max) {
+  Key other[E];
+  if constexpr (kExchangeByShuffle<E, Key>) {
 #pragma unroll
-    for (int v = 0; v < E / kPerVector; ++v) vectors[v] = ToVector(in + v * kPerVector);
+    for (int e = 0; e < E; ++e) other[e] = __shfl_xor_sync(kFullMask, keys[e], lane_mask);
   } else {
+    constexpr int kPerVector = 16 / sizeof(Key);
+    uint4* vectors = AsVectors(exchange);
 #pragma unroll
-    for (int e = 0; e < E; ++e) exchange[owner * E + e] = in[e];
+    for (int v = 0; v < E / kPerVector; ++v) vectors[v * 32 + lane] = ToVector(keys + v * kPerVector);
+    __syncwarp();
+    const int partner = lane ^ lane_mask;
+#pragma unroll
+    for (int v = 0; v < E / kPerVector; ++v) FromVector(vectors[v * 32 + partner], other + v * kPerVector);
+    __syncwarp();
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const Key o = other[kMirror ? E - 1 - e : e];
+    keys[e] = (o > keys[e]) == keep_max ? o : keys[e];
   }
 }
 
-template <int E, typename Key>
-__device__ __forceinline__ void LoadOwnerKeys(const Key* exchange, int owner, Key (&out)[E]) {
-  constexpr int kPerVector = 16 / sizeof(Key);
-  if constexpr (E % kPerVector == 0) {
-    const uint4* vectors = reinterpret_cast<const uint4*>(exchange + owner * E);
-#pragma unroll
-    for (int v = 0; v < E / kPerVector; ++v) FromVector(vectors[v], out + v * kPerVector);
-  } else {
-#pragma unroll
-    for (int e = 0; e < E; ++e) out[e] = exchange[owner * E + e];
-  }
-}
-
-// One merge phase of size >= 2E of the bitonic sort: the strides >= E exchange keys with the lane
-// `stride / E` away through `exchange`, the smaller strides finish within the lane.
+// Phase `size` (> E) of the sort: the lanes of each block of size / E lanes merge.
 template <int E, typename Key>
 __device__ __forceinline__ void CrossLanePhase(Key (&keys)[E], Key* exchange, int size, int lane) {
-  const bool descending = ((lane * E) & size) == 0;
+  const int lanes = size / E;
+  CrossLaneStep<E, true>(keys, exchange, lane, lanes - 1, (lane & (lanes >> 1)) == 0);
 #pragma unroll
-  for (int lane_stride = size / (2 * E); lane_stride > 0; lane_stride >>= 1) {
-    const bool keep_max = ((lane & lane_stride) == 0) == descending;
-    StoreLaneKeys<E>(exchange, lane, keys);
-    __syncwarp();
-    Key other[E];
-    LoadOwnerKeys<E>(exchange, lane ^ lane_stride, other);
-    __syncwarp();
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      keys[e] = keep_max ? KeyMax(keys[e], other[e]) : KeyMin(keys[e], other[e]);
-    }
+  for (int stride = lanes >> 2; stride > 0; stride >>= 1) {
+    CrossLaneStep<E, false>(keys, exchange, lane, stride, (lane & stride) == 0);
   }
-#pragma unroll
-  for (int stride = E >> 1; stride > 0; stride >>= 1) {
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      if ((e & stride) == 0) ExchangeInLane(keys, e, stride, descending);
-    }
-  }
+  InLaneStrides<E>(keys, E >> 1);
 }
 
-// Bitonic sort of the warp's 32 * E keys, descending. Element index = lane * E + e, so strides
-// below E compare within a lane; the larger ones exchange the lanes' keys through `exchange`
-// (shared memory, one vector store and load per lane instead of a shuffle per key). The phases
-// that cross lanes run as loops, not unrolled, to keep the code small: the kernel is bound by
-// instruction fetch when every sort is unrolled at every call site.
-// Pre: E is a power of two; exchange holds 32 * E keys, 16-byte aligned, warp-private.
-// Post: keys[e] of lane l is the (l * E + e)-th largest.
+// Sorts every block of `segment` consecutive keys of the warp's 32 * E descending (keys[e] of lane
+// l has index l * E + e). Pre: E and segment are powers of two, 2 <= segment <= 32 * E; exchange
+// as for CrossLaneStep. Post: block b's r-th largest key has index b * segment + r.
 template <int E, typename Key>
-__device__ __forceinline__ void WarpSortDescending(Key (&keys)[E], Key* exchange) {
+__device__ __forceinline__ void WarpSortSegments(Key (&keys)[E], Key* exchange, int segment) {
   const int lane = LaneId();
-  // Phases of size 2 .. E: within the lane (the direction of size E depends on the lane).
 #pragma unroll
   for (int size = 2; size <= E; size <<= 1) {
-#pragma unroll
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        if ((e & stride) == 0) ExchangeInLane(keys, e, stride, ((lane * E + e) & size) == 0);
-      }
+    if (size <= segment) {
+      InLaneMirror<E>(keys, size);
+      InLaneStrides<E>(keys, size >> 2);
     }
   }
-  // Phases of size 2E .. 32E: strides >= E cross lanes, then the merge finishes in the lane.
-  // Unrolled up to 4 keys a lane (one out-of-line copy each, the hot sorts); loops for more keep
-  // the code small (unrolling 8 measured slower: instruction fetch again).
-  if constexpr (E <= 4) {
-#pragma unroll
-    for (int size = 2 * E; size <= 32 * E; size <<= 1) {
-      CrossLanePhase<E>(keys, exchange, size, lane);
-    }
-  } else {
 #pragma unroll 1
-    for (int size = 2 * E; size <= 32 * E; size <<= 1) {
-      CrossLanePhase<E>(keys, exchange, size, lane);
+  for (int size = 2 * E; size <= segment; size <<= 1) CrossLanePhase<E>(keys, exchange, size, lane);
+}
+
+// Bitonic sort of the warp's 32 * E keys, descending: keys[e] of lane l becomes the
+// (l * E + e)-th largest. The phases that cross lanes are unrolled up to 4 keys a lane and loops
+// above (the kernel is sensitive to its code size). Pre: E a power of two; exchange as for
+// CrossLaneStep.
+template <int E, typename Key>
+__device__ __forceinline__ void WarpSortDescending(Key (&keys)[E], Key* exchange) {
+  if constexpr (E <= 4) {
+    const int lane = LaneId();
+#pragma unroll
+    for (int size = 2; size <= E; size <<= 1) {
+      InLaneMirror<E>(keys, size);
+      InLaneStrides<E>(keys, size >> 2);
     }
+#pragma unroll
+    for (int size = 2 * E; size <= 32 * E; size <<= 1) CrossLanePhase<E>(keys, exchange, size, lane);
+  } else {
+    WarpSortSegments<E>(keys, exchange, 32 * E);
   }
 }
 
@@ -188,7 +233,7 @@ __device__ __forceinline__ void LoadLaneKeys(const Key* keys, int count, Key (&o
   const int first = LaneId() * E;
   constexpr int kPerVector = 16 / sizeof(Key);
   if constexpr (E % kPerVector == 0) {
-    const uint4* vectors = reinterpret_cast<const uint4*>(keys + first);
+    const uint4* vectors = AsVectors(keys + first);
 #pragma unroll
     for (int v = 0; v < E / kPerVector; ++v) FromVector(vectors[v], out + v * kPerVector);
   } else {
@@ -202,7 +247,8 @@ __device__ __forceinline__ void LoadLaneKeys(const Key* keys, int count, Key (&o
 }
 
 // Sorts keys[0..count) descending and writes back the first `keep` of them.
-// Pre: count <= 32 * E, keep <= 32 * E, keys 16-byte aligned, every key > 0.
+// Pre: count <= 32 * E, keep <= 32 * E, keys 16-byte aligned and readable up to index 32 * E;
+// keys beyond `count` rank as 0, below every key of the array.
 template <int E, typename Key>
 __device__ __noinline__ void SortSharedDescending(Key* keys, int count, int keep) {
   Key lane_keys[E];
@@ -214,7 +260,7 @@ __device__ __noinline__ void SortSharedDescending(Key* keys, int count, int keep
   bool stored = false;
   if constexpr (E % kPerVector == 0) {
     if (first + E <= keep) {
-      uint4* vectors = reinterpret_cast<uint4*>(keys + first);
+      uint4* vectors = AsVectors(keys + first);
 #pragma unroll
       for (int v = 0; v < E / kPerVector; ++v) vectors[v] = ToVector(lane_keys + v * kPerVector);
       stored = true;
@@ -227,6 +273,24 @@ __device__ __noinline__ void SortSharedDescending(Key* keys, int count, int keep
     }
   }
   __syncwarp();
+}
+
+// SortSharedDescending with the fewest keys a lane that hold `count`. Pre: count <= 512, and
+// keys readable up to the next power of two >= count (at least 32).
+template <typename Key>
+__device__ __forceinline__ void SortUpTo512(Key* keys, int count, int keep) {
+  const int per_lane = (count + 31) / 32;
+  if (per_lane <= 1) {
+    SortSharedDescending<1>(keys, count, keep);
+  } else if (per_lane <= 2) {
+    SortSharedDescending<2>(keys, count, keep);
+  } else if (per_lane <= 4) {
+    SortSharedDescending<4>(keys, count, keep);
+  } else if (per_lane <= 8) {
+    SortSharedDescending<8>(keys, count, keep);
+  } else {
+    SortSharedDescending<16>(keys, count, keep);
+  }
 }
 
 // Moves the `want` largest of keys[0..count) to keys[0..want), in no particular order, by a
@@ -363,18 +427,7 @@ __device__ void SelectTopSorted(Key* keys, int count, int keep, Key* chosen, uin
     WarpRadixSelect(keys, count, keep, chosen, histogram);
     count = keep;
   }
-  const int per_lane = (count + 31) / 32;
-  if (per_lane <= 1) {
-    SortSharedDescending<1>(keys, count, keep);
-  } else if (per_lane <= 2) {
-    SortSharedDescending<2>(keys, count, keep);
-  } else if (per_lane <= 4) {
-    SortSharedDescending<4>(keys, count, keep);
-  } else if (per_lane <= 8) {
-    SortSharedDescending<8>(keys, count, keep);
-  } else {
-    SortSharedDescending<16>(keys, count, keep);
-  }
+  SortUpTo512(keys, count, keep);
 }
 
 }  // namespace pk::cuda

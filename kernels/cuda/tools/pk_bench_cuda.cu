@@ -1,4 +1,4 @@
-// pk-bench-cuda [--quick] [--repeats N] [--only I]
+// pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants]
 //
 // Kernel benchmark of the CUDA top-k. For each configuration of issue 4's table: rows/s by CUDA
 // events (median of N timed launches after warm-up), over fresh random normal inputs rotated among
@@ -6,7 +6,9 @@
 // bandwidth (measured in the same run, bytes read + written) that the kernel's input reads reach.
 // Then the latency table of 1024x1024 bf16 k=64: kernel time, and pinned copy-in + kernel +
 // copy-out time, for batches of 1 to 65 536 rows (a short spin kernel ahead of each timed region
-// keeps host enqueueing out of the GPU times). Prints a table and one JSON line per result.
+// keeps host enqueueing out of the GPU times). With --variants, each configuration is also timed
+// with each of the kernel's alternative paths (launch.h's KernelPaths) turned off in turn, to
+// choose the defaults by measurement. Prints a table and one JSON line per result.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -130,8 +132,29 @@ double CopyBandwidth(int repeats) {
 
 }  // namespace
 
+// Median milliseconds of `repeats` launches (after 3 warm-ups), inputs rotated.
+float TimeLaunches(const pk::cuda::TopKLauncher& launcher, const pk::Problem& problem,
+                   const Inputs& inputs, size_t rows, void* values, void* slots, int repeats,
+                   const pk::cuda::KernelPaths& paths, cudaEvent_t start, cudaEvent_t stop) {
+  std::vector<float> times;
+  for (int r = 0; r < repeats + 3; ++r) {
+    const void* input = inputs.buffers[r % inputs.buffers.size()];
+    CUDA_OK(cudaEventRecord(start));
+    CUDA_OK(launcher.Launch(problem, input, rows, values, static_cast<uint32_t*>(slots), nullptr,
+                            paths));
+    CUDA_OK(cudaEventRecord(stop));
+    CUDA_OK(cudaEventSynchronize(stop));
+    CUDA_OK(cudaGetLastError());
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+    if (r >= 3) times.push_back(ms);
+  }
+  return Median(times);
+}
+
 int main(int argc, char** argv) {
   bool quick = false;
+  bool variants = false;
   int repeats = 15;
   int only = -1;  // run only the I-th throughput configuration, and no latency table
   for (int a = 1; a < argc; ++a) {
@@ -142,8 +165,10 @@ int main(int argc, char** argv) {
       repeats = std::max(1, std::atoi(argv[++a]));
     } else if (arg == "--only" && a + 1 < argc) {
       only = std::atoi(argv[++a]);
+    } else if (arg == "--variants") {
+      variants = true;
     } else {
-      std::fprintf(stderr, "usage: pk-bench-cuda [--quick] [--repeats N] [--only I]\n");
+      std::fprintf(stderr, "usage: pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants]\n");
       return 2;
     }
   }
@@ -192,19 +217,8 @@ int main(int argc, char** argv) {
     void* slots = nullptr;
     CUDA_OK(cudaMalloc(&values, rows * problem.out_value_bytes()));
     CUDA_OK(cudaMalloc(&slots, rows * size_t{problem.kk()} * 4));
-    std::vector<float> times;
-    for (int r = 0; r < repeats + 3; ++r) {
-      const void* input = inputs.buffers[r % inputs.buffers.size()];
-      CUDA_OK(cudaEventRecord(start));
-      CUDA_OK(launcher.Launch(problem, input, rows, values, static_cast<uint32_t*>(slots), nullptr));
-      CUDA_OK(cudaEventRecord(stop));
-      CUDA_OK(cudaEventSynchronize(stop));
-      CUDA_OK(cudaGetLastError());
-      float ms = 0;
-      CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
-      if (r >= 3) times.push_back(ms);
-    }
-    const double seconds = Median(times) * 1e-3;
+    const double seconds =
+        TimeLaunches(launcher, problem, inputs, rows, values, slots, repeats, {}, start, stop) * 1e-3;
     const double rows_per_s = rows / seconds;
     const double input_bw = rows * double(problem.row_bytes()) / seconds;
     std::printf("%-26s %12zu %10.1f %10.1f %10.0f %7.1f%%\n", Name(config).c_str(), rows,
@@ -214,6 +228,30 @@ int main(int argc, char** argv) {
                 "\"fraction_of_copy\":%.4f}\n",
                 Name(config).c_str(), rows, seconds * 1e3, rows_per_s, config.reference * 1e6,
                 input_bw, input_bw / copy);
+    if (variants) {
+      using Choice = pk::cuda::KernelPaths::Choice;
+      const std::pair<const char*, Choice pk::cuda::KernelPaths::*> parts[] = {
+          {"small_factors", &pk::cuda::KernelPaths::small_factors},
+          {"lean_stages", &pk::cuda::KernelPaths::lean_stages},
+          {"bisect_maxima", &pk::cuda::KernelPaths::bisect_maxima},
+          {"slot_key32", &pk::cuda::KernelPaths::slot_key32}};
+      for (const auto& [name, member] : parts) {
+        for (Choice choice : {Choice::kOff, Choice::kOn}) {
+          pk::cuda::KernelPaths paths;
+          paths.*member = choice;
+          const double variant_seconds =
+              TimeLaunches(launcher, problem, inputs, rows, values, slots, repeats, paths, start,
+                           stop) * 1e-3;
+          std::printf("  %-13s %-3s %10.1f Mrows/s (%+.1f%% vs default)\n", name,
+                      choice == Choice::kOff ? "off" : "on", rows / variant_seconds * 1e-6,
+                      100.0 * (seconds / variant_seconds - 1.0));
+          std::printf("{\"bench\":\"variant\",\"config\":\"%s\",\"part\":\"%s\",\"choice\":\"%s\","
+                      "\"rows_per_s\":%.4g}\n",
+                      Name(config).c_str(), name, choice == Choice::kOff ? "off" : "on",
+                      rows / variant_seconds);
+        }
+      }
+    }
     CUDA_OK(cudaFree(values));
     CUDA_OK(cudaFree(slots));
   }

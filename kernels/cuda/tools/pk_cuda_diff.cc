@@ -1,5 +1,5 @@
 // pk-cuda-diff [--problems N] [--max-rows R] [--max-bytes B] [--big-rows R] [--seed S]
-//              [--golden FILE]
+//              [--golden FILE] [--bench-rows R] [--vary-paths 0|1]
 //
 // Randomized differential test of the CUDA kernel against the CPU implementation: N random
 // problems (F = 2..4, widths 1..65535 within the 32-bit slot limit, k 1..256, both types), each
@@ -8,7 +8,11 @@
 // starts at a random row and element offset of a larger device buffer, and as single-row batches.
 // Then one batch of --big-rows rows of a small shape. Outputs are poisoned before every launch;
 // slots must match exactly and values bit for bit (any NaN matches any NaN). With --golden, the
-// golden cases of FILE are checked first (as pk-golden --backend cuda does).
+// golden cases of FILE are checked first (as pk-golden --backend cuda does). --bench-rows R runs
+// each shape of the kernel benchmark too, R rows of each of three distributions. With
+// --vary-paths 1 (the default) half the launches force a random choice of the kernel's
+// alternative paths (launch.h's KernelPaths), so that every path is checked, not only the one a
+// shape picks by default.
 //
 // Exit status: 0 when every row matched, 1 on any difference (the first few are printed), 77
 // when no CUDA device is usable (CTest's skip code), 2 for a usage or CUDA error.
@@ -174,6 +178,19 @@ std::string ShapeText(const pk::Problem& problem) {
     }                                                                                       \
   } while (0)
 
+// Half the time the default paths, else each part forced on, off or left to the shape at random.
+pk::cuda::KernelPaths DrawPaths(bool vary, Random& random) {
+  pk::cuda::KernelPaths paths;
+  if (!vary || random.Below(2) == 0) return paths;
+  auto draw = [&] { return static_cast<pk::cuda::KernelPaths::Choice>(random.Below(3)); };
+  paths.small_factors = draw();
+  paths.lean_stages = draw();
+  paths.bisect_maxima = draw();
+  paths.slot_key32 = draw();
+  paths.block_per_row = draw();
+  return paths;
+}
+
 struct Totals {
   uint64_t problems = 0;
   uint64_t rows = 0;
@@ -211,7 +228,7 @@ void CompareRows(const pk::Problem& problem, const char* what, size_t first_row,
 // Runs one problem: a batch from a random row and element offset, then single rows.
 void RunProblem(const pk::cuda::TopKLauncher& launcher, pk::cpu::ParallelTopK& cpu,
                 const pk::Problem& problem, size_t rows, Distribution distribution, Random& random,
-                int single_rows, Totals& totals) {
+                int single_rows, bool vary_paths, Totals& totals) {
   const size_t eb = pk::ElementBytes(problem.dtype);
   const size_t width = problem.row_width();
   const size_t kk = problem.kk();
@@ -247,7 +264,7 @@ void RunProblem(const pk::cuda::TopKLauncher& launcher, pk::cpu::ParallelTopK& c
   CUDA_OK(cudaMemset(device_values, 0xa5, rows * kk * eb));
   CUDA_OK(cudaMemset(device_slots, 0xa5, rows * kk * 4));
   CUDA_OK(launcher.Launch(problem, device_scores, rows, device_values,
-                          static_cast<uint32_t*>(device_slots), nullptr));
+                          static_cast<uint32_t*>(device_slots), nullptr, DrawPaths(vary_paths, random)));
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaMemcpy(gpu_values.data(), device_values, rows * kk * eb, cudaMemcpyDeviceToHost));
@@ -261,7 +278,8 @@ void RunProblem(const pk::cuda::TopKLauncher& launcher, pk::cpu::ParallelTopK& c
     CUDA_OK(cudaMemset(device_values, 0xa5, kk * eb));
     CUDA_OK(cudaMemset(device_slots, 0xa5, kk * 4));
     CUDA_OK(launcher.Launch(problem, device_scores + r * width * eb, 1, device_values,
-                            static_cast<uint32_t*>(device_slots), nullptr));
+                            static_cast<uint32_t*>(device_slots), nullptr,
+                            DrawPaths(vary_paths, random)));
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(gpu_values.data(), device_values, kk * eb, cudaMemcpyDeviceToHost));
@@ -310,7 +328,7 @@ pk::Problem DrawProblem(Random& random) {
 int Usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: pk-cuda-diff [--problems N] [--max-rows R] [--max-bytes B] "
-               "[--big-rows R] [--seed S]\n",
+               "[--big-rows R] [--seed S] [--golden FILE] [--bench-rows R] [--vary-paths 0|1]\n",
                message);
   return 2;
 }
@@ -323,6 +341,8 @@ int main(int argc, char** argv) {
   uint64_t max_bytes = 8u << 20;
   uint64_t big_rows = 1u << 20;
   uint64_t seed = 1;
+  uint64_t bench_rows = 0;
+  bool vary_paths = true;
   std::string golden_path;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
@@ -337,6 +357,8 @@ int main(int argc, char** argv) {
     else if (arg == "--max-bytes") max_bytes = value;
     else if (arg == "--big-rows") big_rows = value;
     else if (arg == "--seed") seed = value;
+    else if (arg == "--bench-rows") bench_rows = value;
+    else if (arg == "--vary-paths") vary_paths = value != 0;
     else return Usage(("unknown option " + arg).c_str());
   }
   std::string why;
@@ -383,16 +405,38 @@ int main(int argc, char** argv) {
     const uint64_t budget = std::max<uint64_t>(1, (max_bytes >> random.Below(6)) / problem.row_bytes());
     const size_t rows = random.Between(1, static_cast<uint32_t>(std::min<uint64_t>({budget, max_rows, 1u << 30})));
     const uint64_t failed_before = totals.failed_rows;
-    RunProblem(launcher.value(), cpu, problem, rows, distribution, random, 2, totals);
+    RunProblem(launcher.value(), cpu, problem, rows, distribution, random, 2, vary_paths, totals);
     if (totals.failed_rows != failed_before && totals.printed >= 8 && totals.failed_rows > 64) break;
+  }
+  if (bench_rows > 0) {
+    struct Shape {
+      std::vector<uint32_t> widths;
+      uint32_t k;
+      pk::DType dtype;
+    };
+    const pk::DType bf16 = pk::DType::kBFloat16;
+    const pk::DType f32 = pk::DType::kFloat32;
+    const std::vector<Shape> shapes = {
+        {{1024, 1024}, 32, bf16}, {{1024, 1024}, 64, bf16},     {{1024, 1024}, 128, bf16},
+        {{1024, 1024}, 256, bf16}, {{1024, 1024}, 64, f32},     {{256, 256}, 64, bf16},
+        {{4096, 4096}, 64, bf16},  {{64, 64, 64}, 64, bf16},    {{32, 32, 32, 32}, 64, bf16},
+        {{16, 16, 16, 16}, 32, f32}};
+    for (const Shape& shape : shapes) {
+      const pk::Problem problem = pk::ValidateProblem(shape.widths, shape.k, shape.dtype).value();
+      for (Distribution d : {Distribution::kNormal, Distribution::kBf16Grid, Distribution::kMixed}) {
+        RunProblem(launcher.value(), cpu, problem, bench_rows, d, random, 2, vary_paths, totals);
+      }
+    }
   }
   if (big_rows > 0) {
     const uint32_t widths[] = {16, 16};
     const pk::Problem problem = pk::ValidateProblem(widths, 8, pk::DType::kBFloat16).value();
-    RunProblem(launcher.value(), cpu, problem, big_rows, Distribution::kMixed, random, 4, totals);
+    RunProblem(launcher.value(), cpu, problem, big_rows, Distribution::kMixed, random, 4, vary_paths,
+               totals);
     const uint32_t wide[] = {8, 8, 8};
     const pk::Problem f32 = pk::ValidateProblem(wide, 16, pk::DType::kFloat32).value();
-    RunProblem(launcher.value(), cpu, f32, big_rows / 2, Distribution::kMixed, random, 4, totals);
+    RunProblem(launcher.value(), cpu, f32, big_rows / 2, Distribution::kMixed, random, 4, vary_paths,
+               totals);
   }
   std::printf("pk-cuda-diff: %" PRIu64 " problems, %" PRIu64 " batch rows, %" PRIu64
               " single-row launches, %" PRIu64 " rows differ\n",

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Profile of the CUDA kernel on a GPU host, per benchmark configuration (no clock control): executed
+# warp-instructions, cycles, occupancy and the stall reasons of each configuration, and per-line
+# source counters for the ones named. Uses binaries carried in carry/cuda-bin (build them with
+# -lineinfo for the source view). Everything lands in one archive, $OUT/profile.tar.gz.
+#   kernels/cuda/scripts/device_profile.sh "0 1 2 ..." "3 9"
+set -u
+OUT=${OUT:-./device-out}
+CONFIGS=${1:-"0 1 2 3 4 5 6 7 8 9"}
+SOURCE_CONFIGS=${2:-"3"}
+BIN=carry/cuda-bin
+WORK=/tmp/pk-profile
+mkdir -p "$WORK"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$WORK/gpu.txt" 2>&1
+METRICS=smsp__inst_executed.sum,smsp__cycles_active.avg,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum
+for i in $CONFIGS; do
+  timeout 60 ncu --clock-control none --kernel-name regex:TopKKernel --launch-skip 4 --launch-count 1 \
+    --metrics "$METRICS,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" --csv \
+    "$BIN/pk-bench-cuda" --quick --repeats 3 --only "$i" > "$WORK/metrics_$i.csv" 2> "$WORK/metrics_$i.err"
+  grep -E '"smsp__inst_executed.sum"|"gpu__time_duration.sum"' "$WORK/metrics_$i.csv" | awk -F'","' -v c="$i" '{print c, $(NF-2), $NF}'
+done
+for i in $SOURCE_CONFIGS; do
+  timeout 90 ncu --clock-control none --kernel-name regex:TopKKernel --launch-skip 4 --launch-count 1 \
+    --section SourceCounters --section WarpStateStats --import-source yes -o "$WORK/source_$i" \
+    "$BIN/pk-bench-cuda" --quick --repeats 3 --only "$i" > "$WORK/source_$i.log" 2>&1
+  ncu -i "$WORK/source_$i.ncu-rep" --page source --csv --print-source cuda > "$WORK/cuda_$i.csv" 2> "$WORK/cuda_$i.err" \
+    || ncu -i "$WORK/source_$i.ncu-rep" --page source --csv > "$WORK/sass_$i.csv" 2>> "$WORK/cuda_$i.err"
+  ncu -i "$WORK/source_$i.ncu-rep" --page details --print-details all > "$WORK/details_$i.txt" 2>&1
+  rm -f "$WORK/source_$i.ncu-rep"
+  ls -la "$WORK" | tail -3
+done
+tar -C "$WORK" -czf "$OUT/profile.tar.gz" .
+ls -la "$OUT"
