@@ -100,9 +100,7 @@ void CheckRegistration(bool ok, absl::string_view what) {
 
 Histogram::Histogram(std::vector<double> upper_bounds)
     : upper_bounds_(std::move(upper_bounds)),
-      counts_(new std::atomic<uint64_t>[upper_bounds_.size() + 1]) {
-  for (size_t i = 0; i <= upper_bounds_.size(); ++i) counts_[i].store(0);
-}
+      counts_(std::make_unique<std::atomic<uint64_t>[]>(upper_bounds_.size() + 1)) {}
 
 void Histogram::Observe(double value) {
   // The first bucket whose bound is >= value; past the end is the +Inf bucket.

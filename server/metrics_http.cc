@@ -93,12 +93,13 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
 }
 
 void MetricsHttpServer::Stop() {
-  // httplib's stop() only acts once the listener runs; until the listener has returned, ask
-  // again (a Stop right after Start may come before the listener started).
-  while (!listener_done_) {
-    http_->stop();
-    if (!listener_done_) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // httplib's stop() acts only while the listener runs, and is meant to be called once (it asserts
+  // that the socket is still open): wait until the listener runs, or has already returned, then
+  // stop it once. The listener then finishes the connections it has (a second at most).
+  while (!listener_done_ && !http_->is_running()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  if (!listener_done_) http_->stop();
   if (listener_.joinable()) listener_.join();
 }
 
