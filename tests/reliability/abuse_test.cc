@@ -213,6 +213,118 @@ TEST_F(AbuseTest, RandomBytesAndMutatedRequestsAreRefusedOrAnsweredExactly) {
   ExpectUnharmed();
 }
 
+// A TopKStream call with raw bytes as its messages: writes them in order, half-closes, and keeps
+// every answer until the server ends the stream.
+class RawStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  RawStream(grpc::GenericStub& stub, std::vector<std::string> messages)
+      : messages_(std::move(messages)) {
+    context_.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+    stub.PrepareBidiStreamingCall(&context_, kTopKStreamMethod, grpc::StubOptions(), this);
+    StartRead(&incoming_);
+    WriteNext();
+    StartCall();
+  }
+  // The stream's status and the answers, once it has ended.
+  grpc::Status Await(std::vector<v1::TopKStreamResponse>* answers) {
+    done_.get_future().wait();
+    *answers = answers_;
+    return status_;
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (ok) WriteNext();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    std::vector<grpc::Slice> slices;
+    std::string flat;
+    if (incoming_.Dump(&slices).ok()) {
+      for (const grpc::Slice& slice : slices) {
+        flat.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      }
+    }
+    answers_.emplace_back();
+    answers_.back().ParseFromString(flat);
+    StartRead(&incoming_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    status_ = status;
+    done_.set_value();
+  }
+
+ private:
+  void WriteNext() {
+    if (next_ == messages_.size()) {
+      StartWritesDone();
+      return;
+    }
+    outgoing_ = ToByteBuffer(messages_[next_++]);
+    StartWrite(&outgoing_);
+  }
+
+  grpc::ClientContext context_;
+  std::vector<std::string> messages_;
+  size_t next_ = 0;
+  grpc::ByteBuffer outgoing_;
+  grpc::ByteBuffer incoming_;
+  std::vector<v1::TopKStreamResponse> answers_;
+  grpc::Status status_;
+  std::promise<void> done_;
+};
+
+// Bytes that do not parse, sent on a TopKStream after one good request. What the server can do is
+// limited: gRPC's callback API reports a message it cannot parse to the service exactly as it
+// reports the caller's half-close (OnReadDone(false)), so the stream answers what came before and
+// ends. The server must not be harmed, and the request before the noise must be answered exactly.
+std::vector<grpc::Status> StreamsWithNoise(const std::string& target, std::mt19937_64& engine,
+                                           int rounds) {
+  google::protobuf::LogSilencer quiet;
+  grpc::GenericStub stub(NewChannel(target));
+  const pk::Problem problem = MakeProblem({128, 128}, 8, pk::DType::kFloat32);
+  const v1::TopKRequest first = RandomRequest(problem, 2, engine, "first");
+  const v1::TopKRequest after = RandomRequest(problem, 2, engine, "after");
+  std::string first_bytes, after_bytes;
+  EXPECT_TRUE(first.SerializeToString(&first_bytes));
+  EXPECT_TRUE(after.SerializeToString(&after_bytes));
+  // Noise that does not parse: a field 1 length prefix running past the end.
+  const std::string noise = "\x0a\xff\xff\x03" + RandomBytes(engine, 40);
+  v1::TopKRequest parsed;
+  EXPECT_FALSE(parsed.ParseFromString(noise));
+  std::vector<grpc::Status> statuses;
+  for (int round = 0; round < rounds; ++round) {
+    RawStream stream(stub, {first_bytes, noise, after_bytes});
+    std::vector<v1::TopKStreamResponse> answers;
+    statuses.push_back(stream.Await(&answers));
+    if (answers.empty() || !answers[0].has_result()) {
+      ADD_FAILURE() << "the request before the noise was not answered";
+      continue;
+    }
+    EXPECT_EQ(CheckResponse(first, answers[0].result()), "");
+    EXPECT_LE(answers.size(), 1u) << "the stream went on past the noise";
+  }
+  return statuses;
+}
+
+TEST_F(AbuseTest, NoiseOnAStreamEndsThatStreamAndHarmsNothingElse) {
+  StartServer();
+  const std::vector<grpc::Status> statuses = StreamsWithNoise(server_->target(), engine_, 20);
+  std::cout << "a stream with noise after one request ends " << CodeName(statuses[0].error_code())
+            << " '" << statuses[0].error_message() << "'\n";
+  ExpectUnharmed();
+}
+
+// What it should do, once TopKStream reads raw bytes and parses them itself: answer the noise with
+// a StreamError INVALID_ARGUMENT and go on (or at least end the stream with an error). Today the
+// stream ends OK, and the caller learns of the lost message only by the missing answer.
+TEST_F(AbuseTest, DISABLED_NoiseOnAStreamIsNotReportedAsSuccess) {
+  StartServer();
+  for (const grpc::Status& status : StreamsWithNoise(server_->target(), engine_, 3)) {
+    EXPECT_FALSE(status.ok()) << "a stream whose message could not be parsed ended OK";
+  }
+  ExpectUnharmed();
+}
+
 TEST_F(AbuseTest, HostileShapesAreRefusedAtOnceOnCallsAndOnStreams) {
   StartServer();
   const auto make = [](std::vector<uint32_t> widths, uint32_t k, int dtype, uint32_t rows,
