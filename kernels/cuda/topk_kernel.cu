@@ -1,27 +1,33 @@
 // The CUDA product-key top-k (../../shared/SPEC.md), bit for bit the CPU implementation's result.
 //
 // One warp computes one row; a block's warps take rows in a grid-stride loop, and all scratch
-// lives in the warp's slice of shared memory. Small batches instead get a block of F warps per row,
-// each ranking one factor, for latency. Per factor, the warp streams the factor through a shared
-// staging buffer in chunks of 1 024 elements (16-byte loads, any element alignment). On the first
-// chunk it takes the maximum of each small group of elements (2 to 8 elements of one 16-byte
-// block, enough groups to have about 2 kf of them) and finds the kf-th largest maximum (a register
-// sort, or a radix count for large sets): kf groups reach it, so the factor's kf best elements do
-// too, and on random data only about 1.2 kf elements pass. Each lane marks its passing elements in
-// a bit mask (one float compare each), a warp scan places them, and only those become distinct
-// composite keys (ordered value << 16 | column for bfloat16, << 32 for float32) in a survivor
-// buffer; a later chunk that would overflow it first cuts it to its kf best, raising the threshold.
-// The survivors' kf best, sorted, are the factor's ranked list. Each pairing stage walks a
-// per-block table of the staircase (i+1)(j+1) <= n, keeps the candidates whose score key reaches
-// the best corner of an exact n-pair rectangle (at least n candidates do), finds the n-th best
-// 32-bit score key, takes every candidate above it and ranks the few tied at it by (i+j, i); keys
-// (score key << 32 | (i+j) << 8 | i) give the order where a later stage needs it. Running entries
-// carry their factor ranks, so the last stage's slots are sorted ascending with their ranks and the
-// values recomputed from the lists (from the raw row only behind a -inf, which may be a NaN).
-// Sorts are register bitonic networks whose cross-lane steps exchange through shared memory, each
-// compiled once out of line: the kernel is instruction-bound, and unrolled copies at every call
-// site made it instruction-fetch-bound. Sets beyond 512 keys (ties) go through a warp radix
-// select, so every valid shape and input works, the heavy ones slower. NOTES.md has the numbers.
+// lives in the warp's slice of shared memory. Small batches instead get a block of F warps per row
+// (warp f ranks factor f), for latency. Factors: when every width is at most 64, one segmented
+// register sort ranks all of them at once (factor f's columns are segment f of the warp's keys).
+// Otherwise the warp streams each factor through a shared staging buffer in chunks of 1 024
+// elements (16-byte loads, any element alignment). On the first chunk it takes the maximum of each
+// small group of elements (2 to 8 elements of one 16-byte block, about 2 kf groups) and the kf-th
+// largest maximum (bfloat16: a bisection on the 16-bit key, one warp count a step; float32: a
+// register sort, or a radix count for large sets): kf groups reach it, so the factor's kf best
+// elements do too, and only about 1.2 kf elements pass. Each lane marks its passing elements in a
+// bit mask, a warp scan places them, and they become distinct composite keys (ordered value << 16 |
+// column for bfloat16, << 32 for float32) in a survivor buffer; the survivors' kf best, sorted, are
+// the factor's ranked list. Stage f bounds its n-th best score from below by the worst corner of
+// the hyperbolic staircase {(i+1)(j+1) <= m} that holds at least n candidates (or the best far
+// corner of a full rectangle of n pairs): the staircase follows the level lines of a sum of two
+// sorted lists, so only about 1.3 n candidates reach the bound. For n <= 128 one sort of those by
+// (score key, i + j, i) gives the n best in order; the key is 32 bits when the survivors' distances
+// above the bound, stripped of the trailing zero bits they share, fit beside the tie bits
+// (bfloat16 sums nearly always do), else 64. Larger stages find the n-th best 32-bit score key
+// (a sort, or a radix count), take every candidate above it and rank the few tied on it by
+// (i + j, i); a row whose survivors overflow their room (ties) is selected by counting over all
+// candidates. Kept pairs travel as codes i << 8 | j; running entries carry their slot and factor
+// ranks, so the last stage's slots are sorted (32-bit keys slot << bits(kk - 1) | index where slots
+// allow) and the values recomputed from the lists (from the raw row only behind a -inf). Sorts are
+// bitonic networks whose comparators all put the larger key first (no direction inside a lane);
+// lanes exchange keys by shuffles up to 8 bytes a lane, else through bank-conflict-free shared
+// vectors; each sort size is compiled once out of line, since the kernel is instruction-bound and
+// its code size shows up as instruction-fetch stalls. NOTES.md has the numbers.
 #include <cuda_runtime.h>
 
 #include <algorithm>
