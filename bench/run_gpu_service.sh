@@ -4,18 +4,20 @@
 #   1. light load:  1 row of 1024x1024 bf16 k=64 per request, concurrency 1
 #   2. throughput:  256 rows per request, a concurrency sweep over several connections
 #   3. batching:    1-row callers at concurrency 64, then the same with --max_batch_rows=1
+#   4. the light load against the echo baseline in a process of its own (pkserve-bench --serve_echo)
 # Every answer sampled by --verify is checked bit for bit against the CPU implementation.
-# About 3 minutes (under 5 in any case: each step has a time limit).
+# About 3 minutes; each step has a time limit, so that a hang cannot take it past 5.
 #
 #   OUT=/path/to/results bench/run_gpu_service.sh DIR
 #
 # DIR holds pkserve and pkserve-bench (directly or under bin/, as scripts/gpu_bundle.sh lays them
 # out) and their shared libraries under DIR/lib (added to LD_LIBRARY_PATH). Writes to $OUT:
-# light.json, throughput.json, batching.json, batching_mbr1.json (pkserve-bench --json), bench.txt
-# (the exact commands and every run's text output, with the server's CPU use per level) and
-# server.log.
+# light.json, throughput.json, batching.json, batching_mbr1.json, light_echo_process.json
+# (pkserve-bench --json), bench.txt (the exact commands and every run's text output, with the
+# server's CPU use per level) and server.log.
 # Settings (environment): BACKEND (cuda; cpu measures the CPU backend the same way), PORT (50071),
-# SWEEP (throughput concurrency levels), CONNECTIONS (throughput connections), PKSERVE and
+# SWEEP (throughput concurrency levels), CONNECTIONS (connections of throughput and batching
+# runs), PKSERVE and
 # PKSERVE_BENCH (binaries elsewhere than DIR).
 set -euo pipefail
 
@@ -71,7 +73,7 @@ start_server() {  # extra pkserve flags...
   "$pkserve" --address="127.0.0.1:$port" --backend="$backend" --log_level=info \
     --drain_timeout_s=5 --drain_notice_ms=0 "$@" >>"$out/server.log" 2>&1 &
   server_pid=$!
-  for _ in $(seq 1 600); do  # up to 60 s (device start-up)
+  for _ in $(seq 1 200); do  # up to 20 s (device start-up)
     if grep -q "listening on 127.0.0.1:$port" "$out/server.log"; then
       echo "$ pkserve --address=127.0.0.1:$port --backend=$backend $* (pid $server_pid)" >>"$text"
       return
@@ -82,7 +84,7 @@ start_server() {  # extra pkserve flags...
     fi
     sleep 0.1
   done
-  echo "pkserve did not listen within 60 s; see $out/server.log" >&2
+  echo "pkserve did not listen within 20 s; see $out/server.log" >&2
   exit 1
 }
 
@@ -100,15 +102,28 @@ run_bench() {  # name, time limit (s), pkserve-bench flags...
 
 shape=("--widths=1024,1024" --k=64 --dtype=bf16)
 start_server
-run_bench light 60 "${shape[@]}" --rows=1 --concurrency=1 --warmup=2 --duration=10 \
+run_bench light 35 "${shape[@]}" --rows=1 --concurrency=1 --warmup=2 --duration=10 \
   --baseline=echo --verify=100
-run_bench throughput 150 "${shape[@]}" --rows=256 --concurrency="$sweep" \
+run_bench throughput 110 "${shape[@]}" --rows=256 --concurrency="$sweep" \
   --connections="$connections" --warmup=2 --duration=6 --baseline=echo --verify=20
-run_bench batching 60 "${shape[@]}" --rows=1 --concurrency=64 --warmup=2 --duration=8 \
-  --baseline=echo --verify=100
+run_bench batching 40 "${shape[@]}" --rows=1 --concurrency=64 --connections="$connections" \
+  --warmup=2 --duration=8 --baseline=echo --verify=100
 stop_server
 start_server --max_batch_rows=1
-run_bench batching_mbr1 40 "${shape[@]}" --rows=1 --concurrency=64 --warmup=2 --duration=8 \
-  --verify=100
+run_bench batching_mbr1 25 "${shape[@]}" --rows=1 --concurrency=64 --connections="$connections" \
+  --warmup=2 --duration=8 --verify=100
+stop_server
+
+# The light load once more against the echo in a process of its own: the in-process echo shares
+# the client's threads, so this is the RPC layer's latency across processes, as pkserve's is.
+echo "== pkserve-bench --serve_echo (the echo baseline in its own process)" >>"$out/server.log"
+"$bench" --serve_echo="127.0.0.1:$port" >>"$out/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 1 100); do
+  grep -q "echo baseline listening on 127.0.0.1:$port" "$out/server.log" && break
+  sleep 0.1
+done
+echo "$ pkserve-bench --serve_echo=127.0.0.1:$port (pid $server_pid)" >>"$text"
+run_bench light_echo_process 25 "${shape[@]}" --rows=1 --concurrency=1 --warmup=2 --duration=10
 stop_server
 cat "$text"

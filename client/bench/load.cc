@@ -193,7 +193,10 @@ class LevelRun {
     for (const std::shared_ptr<grpc::Channel>& channel : channels) {
       stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
     }
-    const int threads = options.ResolvedThreads();
+    // Closed loop: slot i runs on thread i % threads, so threads past the concurrency would only
+    // poll (and steal wake-ups from the ones that work).
+    const int threads = spec.rate > 0 ? options.ResolvedThreads()
+                                      : std::min(options.ResolvedThreads(), spec.concurrency);
     for (int i = 0; i < threads; ++i) {
       workers_.push_back(std::make_unique<Worker>());
       workers_.back()->rng.seed(options.seed * 7919 + static_cast<uint64_t>(i));
@@ -212,7 +215,6 @@ class LevelRun {
   // Closed loop: what a stream slot sends next, or null once the window is over.
   const PooledRequest* NextForClosedStream(int worker);
   void StreamFinished() { live_.fetch_sub(1); }
-  void RequestSettled() { in_flight_.fetch_sub(1); }
   bool open_loop() const { return spec_.rate > 0; }
 
  private:

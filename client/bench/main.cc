@@ -285,7 +285,7 @@ int Main() {
   std::printf("pkserve-bench: target %s (%s)\n", options.target.c_str(),
               server.empty() ? "no server info" : server.c_str());
   std::printf(
-      "workload %s; %s; %d connection(s), %d client threads; %zu pooled requests (mean %.1f "
+      "workload %s; %s; %d connection(s), up to %d client threads; %zu pooled requests (mean %.1f "
       "rows); warm-up %s, duration %s per level%s%s\n",
       DescribeWorkload(options.workload).c_str(),
       options.open_loop()
