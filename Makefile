@@ -1,6 +1,8 @@
 # The two set-up commands of the README: `make run` and `make test`. Both install what is missing
-# from Debian's packages first (scripts/install-deps.sh), then build in ./build.
+# from Debian's packages first (scripts/install-deps.sh), then build in ./build. `make test` then
+# builds the tests again under AddressSanitizer + UBSan in ./build-asan and runs them there.
 BUILD_DIR ?= build
+ASAN_BUILD_DIR ?= build-asan
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
@@ -18,8 +20,14 @@ build: configure
 run: build
 	@scripts/run.sh $(BUILD_DIR)
 
+# The whole suite; then the unit and integration tests under ASan + UBSan (no CUDA), without the
+# deploy checks, the fuzz run (its own sanitizer build) and the soak (RSS under ASan is not ours).
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	@cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DPK_SANITIZE=address -DPK_WITH_CUDA=OFF \
+	  $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
+	@cd $(ASAN_BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE '^(deploy|fuzz|soak)$$'
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) build-fuzz
