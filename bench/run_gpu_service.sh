@@ -30,7 +30,7 @@ if [[ $backend == cuda ]]; then
   connections=${CONNECTIONS:-8}
 else
   sweep=${SWEEP:-1,2,4,8,16}
-  connections=${CONNECTIONS:-2}
+  connections=${CONNECTIONS:-4}
 fi
 
 find_binary() {  # name -> path in DIR or DIR/bin
