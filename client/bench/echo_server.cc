@@ -196,9 +196,9 @@ absl::Status FillEchoResponse(const v1::TopKRequest& request, v1::TopKResponse* 
   const uint64_t element_bytes = request.dtype() == v1::DTYPE_BFLOAT16 ? 2 : 4;
   const uint64_t pairs = uint64_t{request.rows()} * kk;
   if (pairs * (element_bytes + 4) > kMaxEchoResponseBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the echo answers at most ",
-                                                   kMaxEchoResponseBytes, " bytes; rows x kk = ",
-                                                   pairs, " pairs is more"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the echo answers at most ", kMaxEchoResponseBytes,
+                     " bytes; rows x kk = ", pairs, " pairs is more"));
   }
   response->set_rows(request.rows());
   response->set_kk(static_cast<uint32_t>(kk));

@@ -1,5 +1,8 @@
 #include "client/bench/load.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -15,11 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/generic/generic_stub.h"
-#include "grpcpp/support/proto_buffer_reader.h"
 #include "pkserve/v1/pkserve.grpc.pb.h"
-
-#include <sys/resource.h>
-#include <unistd.h>
 
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -132,7 +131,8 @@ class UnaryCall final : public Tag {
 // Its operations complete on one worker's queue; Enqueue and Close may come from other threads.
 class StreamCall {
  public:
-  StreamCall(LevelRun& run, int worker, int channel) : run_(run), worker_(worker), channel_(channel) {}
+  StreamCall(LevelRun& run, int worker, int channel)
+      : run_(run), worker_(worker), channel_(channel) {}
 
   void Open(grpc::GenericStub& stub, grpc::CompletionQueue& cq, Clock::time_point deadline);
   // False when the stream is finishing or finished (the request was not taken).
@@ -169,9 +169,9 @@ class StreamCall {
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> stream_;
   grpc::ByteBuffer answer_;  // the outstanding Read's
   v1::TopKStreamResponse response_;
-  grpc::Status status_;              // Finish's
+  grpc::Status status_;  // Finish's
 
-  std::mutex mu_;  // guards everything below
+  std::mutex mu_;                  // guards everything below
   std::deque<Pending> to_send_;    // waiting for the write slot
   std::deque<Pending> in_flight_;  // written (or being written), answers due in this order
   bool started_ = false;
@@ -401,9 +401,8 @@ void LevelRun::OnUnaryDone(int worker, int channel, const PooledRequest& request
   live_.fetch_sub(1);
 }
 
-void LevelRun::OnStreamAnswer(int worker, const PooledRequest& request,
-                              Clock::time_point scheduled, int code,
-                              v1::TopKResponse* response) {
+void LevelRun::OnStreamAnswer(int worker, const PooledRequest& request, Clock::time_point scheduled,
+                              int code, v1::TopKResponse* response) {
   Record(*workers_[worker], request, scheduled, Clock::now(), code, response);
   in_flight_.fetch_sub(1);
 }
@@ -433,8 +432,9 @@ void LevelRun::Record(Worker& worker, const PooledRequest& request, Clock::time_
     stats.batch_rows.Record(timing.batch_rows());
     stats.queue_us.Record(timing.queue_us());
     stats.compute_us.Record(timing.compute_us());
-    stats.executor_seconds += 1e-6 * static_cast<double>(timing.compute_us()) *
-                              std::min(1.0, static_cast<double>(request.rows) / timing.batch_rows());
+    stats.executor_seconds +=
+        1e-6 * static_cast<double>(timing.compute_us()) *
+        std::min(1.0, static_cast<double>(request.rows) / timing.batch_rows());
   }
   // Reservoir sampling: every successful answer of the window is kept with equal probability.
   const auto wanted = static_cast<uint64_t>(options_.verify);
@@ -458,8 +458,8 @@ void LevelRun::Schedule() {
   const int channels = static_cast<int>(stubs_.size());
   double offset_s = 0;  // of the next send from start_; accumulated in double, no drift
   for (uint64_t i = 0;; ++i) {
-    const Clock::time_point scheduled =
-        start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(offset_s));
+    const Clock::time_point scheduled = start_ + std::chrono::duration_cast<Clock::duration>(
+                                                     std::chrono::duration<double>(offset_s));
     if (scheduled >= measure_end_) break;
     offset_s += options_.arrivals == Arrivals::kPoisson ? gap(rng) : 1.0 / spec_.rate;
     std::this_thread::sleep_until(scheduled);
@@ -467,7 +467,8 @@ void LevelRun::Schedule() {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     const Clock::time_point now = Clock::now();
-    if (scheduled >= measure_start_) scheduler_stats_.send_lag_ns.Record(Nanoseconds(now - scheduled));
+    if (scheduled >= measure_start_)
+      scheduler_stats_.send_lag_ns.Record(Nanoseconds(now - scheduled));
     const PooledRequest& request = Pick(rng);
     if (streams_.empty()) {
       StartUnary(static_cast<int>(i % threads), static_cast<int>(i % channels), request, scheduled);
@@ -507,9 +508,9 @@ void LevelRun::TrimSamples() {
   const auto wanted = static_cast<uint64_t>(options_.verify);
   for (const std::unique_ptr<Worker>& worker : workers_) {
     if (total == 0) break;
-    const uint64_t share = std::min<uint64_t>(
-        worker->stats.samples.size(),
-        (wanted * worker->sampled_from + total - 1) / total);  // rounded up
+    const uint64_t share =
+        std::min<uint64_t>(worker->stats.samples.size(),
+                           (wanted * worker->sampled_from + total - 1) / total);  // rounded up
     std::vector<Sample>& samples = worker->stats.samples;
     samples.resize(std::min<uint64_t>(samples.size(), share));
   }
@@ -587,10 +588,10 @@ absl::StatusOr<LevelStats> LevelRun::Run(const std::function<void(const Progress
   absl::Status drained = absl::OkStatus();
   while (live_.load() > 0) {
     if (Clock::now() > give_up) {
-      drained = absl::DeadlineExceededError(absl::StrCat(
-          live_.load(), " calls or streams still open ",
-          absl::FormatDuration(options_.deadline + absl::Seconds(10)),
-          " after the level ended, past their deadlines"));
+      drained = absl::DeadlineExceededError(
+          absl::StrCat(live_.load(), " calls or streams still open ",
+                       absl::FormatDuration(options_.deadline + absl::Seconds(10)),
+                       " after the level ended, past their deadlines"));
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -645,12 +646,23 @@ uint64_t LevelStats::error_count() const {
 }
 
 std::string StatusCodeName(int code) {
-  static const char* const kNames[] = {
-      "OK",           "CANCELLED",         "UNKNOWN",        "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND",    "ALREADY_EXISTS", "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",         "UNAVAILABLE",    "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
   if (code >= 0 && code < static_cast<int>(std::size(kNames))) return kNames[code];
   return absl::StrCat("CODE_", code);
 }

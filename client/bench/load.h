@@ -41,21 +41,21 @@ struct Sample {
 };
 
 struct LevelStats {
-  double seconds = 0;          // the measured window
-  double cpu_seconds = 0;      // CPU time of this process (client; echo server too) in the window
+  double seconds = 0;      // the measured window
+  double cpu_seconds = 0;  // CPU time of this process (client; echo server too) in the window
   double server_cpu_seconds = -1;  // CPU time of --server_pid in the window; -1 when not known
-  uint64_t ok = 0;             // requests answered successfully
-  uint64_t rows = 0;           // their rows
-  uint64_t payload_bytes = 0;  // their scores, values and slots bytes
+  uint64_t ok = 0;                 // requests answered successfully
+  uint64_t rows = 0;               // their rows
+  uint64_t payload_bytes = 0;      // their scores, values and slots bytes
   std::map<int, uint64_t> errors;  // failed requests by gRPC status code
-  LogHistogram latency_ns;     // successful requests: (scheduled) send to answer
-  LogHistogram batch_rows;     // successful requests: the server's Timing.batch_rows
-  LogHistogram queue_us;       // ... Timing.queue_us
-  LogHistogram compute_us;     // ... Timing.compute_us
+  LogHistogram latency_ns;         // successful requests: (scheduled) send to answer
+  LogHistogram batch_rows;         // successful requests: the server's Timing.batch_rows
+  LogHistogram queue_us;           // ... Timing.queue_us
+  LogHistogram compute_us;         // ... Timing.compute_us
   // The server executor's time spent on these requests' rows: each request's share of its batch's
   // compute time (rows / batch_rows of it), summed. Over `seconds`: how busy the executor was.
   double executor_seconds = 0;
-  LogHistogram send_lag_ns;    // open loop: how late each send left after its scheduled time
+  LogHistogram send_lag_ns;     // open loop: how late each send left after its scheduled time
   std::vector<Sample> samples;  // for --verify: a uniform sample of the successful answers
 
   void Merge(LevelStats&& other);

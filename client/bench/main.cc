@@ -93,7 +93,8 @@ constexpr absl::Duration kConnectTimeout = absl::Seconds(10);
 absl::StatusOr<BenchOptions> OptionsFromFlags() {
   BenchOptions options;
   options.target = absl::GetFlag(FLAGS_target);
-  absl::StatusOr<std::vector<uint32_t>> widths = ParseUintList(absl::GetFlag(FLAGS_widths), "widths");
+  absl::StatusOr<std::vector<uint32_t>> widths =
+      ParseUintList(absl::GetFlag(FLAGS_widths), "widths");
   if (!widths.ok()) return widths.status();
   absl::StatusOr<pk::DType> dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
   if (!dtype.ok()) return dtype.status();
@@ -130,8 +131,8 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   if (!deadline.ok()) return deadline.status();
   options.deadline = *deadline;
 
-  const auto in_range = [](int32_t value, int32_t low, int32_t high, const char* flag)
-      -> absl::Status {
+  const auto in_range = [](int32_t value, int32_t low, int32_t high,
+                           const char* flag) -> absl::Status {
     if (value >= low && value <= high) return absl::OkStatus();
     return absl::InvalidArgumentError(
         absl::StrCat("--", flag, " must be in [", low, ", ", high, "], got ", value));
@@ -141,12 +142,11 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   options.max_outstanding = absl::GetFlag(FLAGS_max_outstanding);
   options.pool_requests = absl::GetFlag(FLAGS_pool);
   options.verify = absl::GetFlag(FLAGS_verify);
-  for (absl::Status status :
-       {in_range(options.connections, 1, 256, "connections"),
-        in_range(options.threads, 0, 256, "threads"),
-        in_range(options.max_outstanding, 1, 1000000, "max_outstanding"),
-        in_range(options.pool_requests, 1, 100000, "pool"),
-        in_range(options.verify, 0, 1000000, "verify")}) {
+  for (absl::Status status : {in_range(options.connections, 1, 256, "connections"),
+                              in_range(options.threads, 0, 256, "threads"),
+                              in_range(options.max_outstanding, 1, 1000000, "max_outstanding"),
+                              in_range(options.pool_requests, 1, 100000, "pool"),
+                              in_range(options.verify, 0, 1000000, "verify")}) {
     if (!status.ok()) return status;
   }
   const std::string baseline = absl::GetFlag(FLAGS_baseline);
@@ -186,8 +186,9 @@ absl::StatusOr<LevelStats> RunLevel(LoadGenerator& generator, const LevelSpec& s
   };
   absl::StatusOr<LevelStats> stats = generator.Run(spec, on_progress);
   if (tty) std::printf("\r\033[K");
-  if (stats.ok()) std::printf("%-9s %-16s %s\n", server.c_str(), LevelName(spec).c_str(),
-                              SummaryLine(*stats).c_str());
+  if (stats.ok())
+    std::printf("%-9s %-16s %s\n", server.c_str(), LevelName(spec).c_str(),
+                SummaryLine(*stats).c_str());
   std::fflush(stdout);
   return stats;
 }

@@ -71,8 +71,7 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> ParseRowRange(absl::string_view te
       (parts.size() == 2 && absl::SimpleAtoi(parts[0], &low) && absl::SimpleAtoi(parts[1], &high));
   if (!parsed || low < 1 || high < low) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--rows must be a count >= 1 or a range LOW-HIGH with 1 <= LOW <= HIGH, got '", text,
-        "'"));
+        "--rows must be a count >= 1 or a range LOW-HIGH with 1 <= LOW <= HIGH, got '", text, "'"));
   }
   return std::make_pair(low, high);
 }
@@ -99,11 +98,9 @@ absl::StatusOr<Arrivals> ParseArrivals(absl::string_view text) {
 
 absl::StatusOr<absl::Duration> ParseSeconds(double seconds, absl::string_view flag,
                                             bool allow_zero) {
-  if (!std::isfinite(seconds) || seconds < 0 || (!allow_zero && seconds == 0) ||
-      seconds > 86400) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be in ",
-                                                   allow_zero ? "[0" : "(0", ", 86400] seconds, got ",
-                                                   seconds));
+  if (!std::isfinite(seconds) || seconds < 0 || (!allow_zero && seconds == 0) || seconds > 86400) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, " must be in ", allow_zero ? "[0" : "(0", ", 86400] seconds, got ", seconds));
   }
   return absl::Seconds(seconds);
 }
@@ -115,8 +112,8 @@ std::string DescribeWorkload(const Workload& workload) {
                                ? absl::StrCat(workload.min_rows)
                                : absl::StrCat(workload.min_rows, "-", workload.max_rows);
   return absl::StrCat(absl::StrJoin(widths, "x"), " k=", problem.k, " ",
-                      problem.dtype == pk::DType::kBFloat16 ? "bf16" : "f32", ", rows ", rows,
-                      ", ", workload.mode == CallMode::kUnary ? "unary" : "stream");
+                      problem.dtype == pk::DType::kBFloat16 ? "bf16" : "f32", ", rows ", rows, ", ",
+                      workload.mode == CallMode::kUnary ? "unary" : "stream");
 }
 
 }  // namespace pkserve::bench

@@ -34,16 +34,16 @@ struct BenchOptions {
   absl::Duration warmup = absl::Seconds(2);
   absl::Duration duration = absl::Seconds(10);
   absl::Duration deadline = absl::Seconds(10);  // of each unary call
-  int connections = 1;       // separate channels (HTTP/2 connections) per server
-  int threads = 0;           // completion-queue threads; 0 = min(hardware threads, 8)
+  int connections = 1;                          // separate channels (HTTP/2 connections) per server
+  int threads = 0;              // completion-queue threads; 0 = min(hardware threads, 8)
   int max_outstanding = 10000;  // open loop: requests in flight at most (later sends wait)
   int pool_requests = 64;       // distinct pre-generated requests, at most
   int64_t pool_bytes = int64_t{64} << 20;  // ...and their scores bytes, at most
-  int verify = 0;               // responses per level checked against the CPU implementation
-  bool baseline_echo = false;   // also measure an in-process echo server, level by level
-  std::string json_path;        // --json FILE; empty = none
+  int verify = 0;              // responses per level checked against the CPU implementation
+  bool baseline_echo = false;  // also measure an in-process echo server, level by level
+  std::string json_path;       // --json FILE; empty = none
   uint64_t seed = 1;
-  int server_pid = 0;           // a local server's pid: its CPU use is read in every window
+  int server_pid = 0;  // a local server's pid: its CPU use is read in every window
 
   bool open_loop() const { return !rates.empty(); }
   int ResolvedThreads() const;

@@ -40,16 +40,15 @@ std::string FiguresJson(const LevelStats& stats) {
   for (const auto& [code, count] : stats.errors) {
     errors.push_back(absl::StrCat("\"", StatusCodeName(code), "\": ", count));
   }
-  return absl::StrCat(
-      "\"requests_per_s\": ", Number(PerSecond(stats.ok, stats)),
-      ", \"rows_per_s\": ", Number(PerSecond(stats.rows, stats)),
-      ", \"mb_per_s\": ", Number(PerSecond(stats.payload_bytes, stats) / 1e6),
-      ", \"latency_us\": {\"p50\": ", Number(Micros(latency.Percentile(0.50))),
-      ", \"p90\": ", Number(Micros(latency.Percentile(0.90))),
-      ", \"p99\": ", Number(Micros(latency.Percentile(0.99))),
-      ", \"p999\": ", Number(Micros(latency.Percentile(0.999))),
-      ", \"max\": ", Number(Micros(latency.max())), "}, \"errors\": {",
-      absl::StrJoin(errors, ", "), "}");
+  return absl::StrCat("\"requests_per_s\": ", Number(PerSecond(stats.ok, stats)),
+                      ", \"rows_per_s\": ", Number(PerSecond(stats.rows, stats)),
+                      ", \"mb_per_s\": ", Number(PerSecond(stats.payload_bytes, stats) / 1e6),
+                      ", \"latency_us\": {\"p50\": ", Number(Micros(latency.Percentile(0.50))),
+                      ", \"p90\": ", Number(Micros(latency.Percentile(0.90))),
+                      ", \"p99\": ", Number(Micros(latency.Percentile(0.99))),
+                      ", \"p999\": ", Number(Micros(latency.Percentile(0.999))),
+                      ", \"max\": ", Number(Micros(latency.max())), "}, \"errors\": {",
+                      absl::StrJoin(errors, ", "), "}");
 }
 
 std::string LevelKeyJson(const LevelSpec& spec) {
@@ -59,12 +58,12 @@ std::string LevelKeyJson(const LevelSpec& spec) {
 
 std::string TableRow(const std::string& level, const std::string& server, const LevelStats& s) {
   const LogHistogram& latency = s.latency_ns;
-  return absl::StrFormat("| %s | %s | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s |\n",
-                         level, server, PerSecond(s.ok, s), PerSecond(s.rows, s),
-                         PerSecond(s.payload_bytes, s) / 1e6, Micros(latency.Percentile(0.50)),
-                         Micros(latency.Percentile(0.90)), Micros(latency.Percentile(0.99)),
-                         Micros(latency.Percentile(0.999)), Micros(latency.max()), ErrorsText(s),
-                         BatchText(s));
+  return absl::StrFormat(
+      "| %s | %s | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s |\n", level,
+      server, PerSecond(s.ok, s), PerSecond(s.rows, s), PerSecond(s.payload_bytes, s) / 1e6,
+      Micros(latency.Percentile(0.50)), Micros(latency.Percentile(0.90)),
+      Micros(latency.Percentile(0.99)), Micros(latency.Percentile(0.999)), Micros(latency.max()),
+      ErrorsText(s), BatchText(s));
 }
 
 }  // namespace
@@ -94,7 +93,8 @@ std::string SummaryLine(const LevelStats& s) {
     absl::StrAppend(&line, "; server batch rows mean (p10/p50/p90/max) ", BatchText(s));
   }
   if (s.compute_us.max() > 0) {
-    absl::StrAppendFormat(&line, "; server queue us p50 %d p99 %d, compute us p50 %d p99 %d, "
+    absl::StrAppendFormat(&line,
+                          "; server queue us p50 %d p99 %d, compute us p50 %d p99 %d, "
                           "executor busy %.0f%%",
                           s.queue_us.Percentile(0.5), s.queue_us.Percentile(0.99),
                           s.compute_us.Percentile(0.5), s.compute_us.Percentile(0.99),
@@ -122,18 +122,22 @@ std::string ResultTable(const std::vector<LevelResult>& results, const std::stri
     const double rows_ratio =
         echo.rows > 0 ? static_cast<double>(result.service.rows) / static_cast<double>(echo.rows)
                       : 0.0;
-    absl::StrAppendFormat(
-        &table, "| %s | %s / echo | | %.2fx | | %+.1f | %+.1f | %+.1f | | | | |\n", level,
-        target, rows_ratio,
-        Micros(result.service.latency_ns.Percentile(0.50)) - Micros(echo.latency_ns.Percentile(0.50)),
-        Micros(result.service.latency_ns.Percentile(0.90)) - Micros(echo.latency_ns.Percentile(0.90)),
-        Micros(result.service.latency_ns.Percentile(0.99)) - Micros(echo.latency_ns.Percentile(0.99)));
+    absl::StrAppendFormat(&table,
+                          "| %s | %s / echo | | %.2fx | | %+.1f | %+.1f | %+.1f | | | | |\n", level,
+                          target, rows_ratio,
+                          Micros(result.service.latency_ns.Percentile(0.50)) -
+                              Micros(echo.latency_ns.Percentile(0.50)),
+                          Micros(result.service.latency_ns.Percentile(0.90)) -
+                              Micros(echo.latency_ns.Percentile(0.90)),
+                          Micros(result.service.latency_ns.Percentile(0.99)) -
+                              Micros(echo.latency_ns.Percentile(0.99)));
   }
   return table;
 }
 
 std::string LevelJson(const LevelResult& result) {
-  std::string json = absl::StrCat("{", LevelKeyJson(result.spec), ", ", FiguresJson(result.service));
+  std::string json =
+      absl::StrCat("{", LevelKeyJson(result.spec), ", ", FiguresJson(result.service));
   if (result.baseline.has_value()) {
     absl::StrAppend(&json, ", \"baseline\": {", LevelKeyJson(result.spec), ", ",
                     FiguresJson(*result.baseline), "}");
@@ -150,8 +154,8 @@ std::string ResultsJson(const std::vector<LevelResult>& results) {
 
 std::string ResultJsonLines(const std::vector<LevelResult>& results, const std::string& target) {
   const auto line = [](const LevelSpec& spec, const std::string& server, const LevelStats& s) {
-    std::string json = absl::StrCat("{\"server\": \"", server, "\", ", LevelKeyJson(spec), ", ",
-                                    FiguresJson(s));
+    std::string json =
+        absl::StrCat("{\"server\": \"", server, "\", ", LevelKeyJson(spec), ", ", FiguresJson(s));
     const LogHistogram& batch = s.batch_rows;
     if (batch.count() > 0) {
       absl::StrAppend(&json, ", \"batch_rows\": {\"mean\": ", Number(batch.mean()),
@@ -175,10 +179,10 @@ std::string ResultJsonLines(const std::vector<LevelResult>& results, const std::
       absl::StrAppend(&json, ", \"server_cpu_cores\": ", Number(s.server_cpu_seconds / s.seconds));
     }
     if (s.send_lag_ns.count() > 0) {
-      absl::StrAppend(&json, ", \"send_lag_us\": {\"p50\": ",
-                      Number(Micros(s.send_lag_ns.Percentile(0.50))),
-                      ", \"p99\": ", Number(Micros(s.send_lag_ns.Percentile(0.99))),
-                      ", \"max\": ", Number(Micros(s.send_lag_ns.max())), "}");
+      absl::StrAppend(
+          &json, ", \"send_lag_us\": {\"p50\": ", Number(Micros(s.send_lag_ns.Percentile(0.50))),
+          ", \"p99\": ", Number(Micros(s.send_lag_ns.Percentile(0.99))),
+          ", \"max\": ", Number(Micros(s.send_lag_ns.max())), "}");
     }
     return absl::StrCat(json, "}\n");
   };

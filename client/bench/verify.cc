@@ -69,7 +69,8 @@ VerifyResult VerifySamples(const pk::Problem& problem, const std::vector<Sample>
     if (inserted) {
       expected.values.resize(size_t{request.rows} * problem.out_value_bytes());
       expected.slots.resize(size_t{request.rows} * problem.kk());
-      pk::cpu::TopKRows(problem, reinterpret_cast<const std::byte*>(request.request.scores().data()),
+      pk::cpu::TopKRows(problem,
+                        reinterpret_cast<const std::byte*>(request.request.scores().data()),
                         request.rows, expected.values.data(), expected.slots.data(), workspace);
     }
     ++result.checked;

@@ -261,9 +261,9 @@ TEST_F(BenchRunTest, JsonHasEveryFigureForEveryLevelAndTheBaseline) {
 }
 
 TEST_F(BenchRunTest, VerifyPassesAgainstPkserveInStreamModeWithRowRanges) {
-  const BenchRun run = RunBench(absl::StrCat(
-      target_, " --widths=256,256,16 --k=32 --dtype=f32 --rows=1-24 --mode=stream",
-      " --concurrency=3 --warmup=0.1 --duration=0.5 --verify=40 --connections=2"));
+  const BenchRun run = RunBench(
+      absl::StrCat(target_, " --widths=256,256,16 --k=32 --dtype=f32 --rows=1-24 --mode=stream",
+                   " --concurrency=3 --warmup=0.1 --duration=0.5 --verify=40 --connections=2"));
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(absl::StrContains(run.output, "verify: 40 answers equal the CPU implementation's"))
       << run.output;
@@ -278,8 +278,8 @@ TEST(BenchRun, VerifyFailsAgainstAServerThatAnswersWrongly) {
                                                " --concurrency=2 --warmup=0 --duration=0.3",
                                                " --rows=2 --verify=10"));
     EXPECT_EQ(run.exit_code, 1) << mode << "\n" << run.output;
-    EXPECT_TRUE(absl::StrContains(run.output, "differ from the CPU implementation"))
-        << mode << "\n" << run.output;
+    EXPECT_TRUE(absl::StrContains(run.output, "differ from the CPU implementation")) << mode << "\n"
+                                                                                     << run.output;
   }
 }
 
@@ -291,9 +291,9 @@ TEST(BenchRun, OpenLoopKeepsItsRateWhenTheServerIsSlow) {
   for (const char* arrivals : {"constant", "poisson"}) {
     SCOPED_TRACE(arrivals);
     const std::string json_path = TempPath(absl::StrCat("rate_", arrivals, ".json"));
-    const BenchRun run = RunBench(absl::StrCat("--target=", slow->address(),
-                                               " --rate=400 --arrivals=", arrivals,
-                                               " --warmup=0.2 --duration=1.5 --json=", json_path));
+    const BenchRun run =
+        RunBench(absl::StrCat("--target=", slow->address(), " --rate=400 --arrivals=", arrivals,
+                              " --warmup=0.2 --duration=1.5 --json=", json_path));
     ASSERT_EQ(run.exit_code, 0) << run.output;
     const Json levels = ReadJsonFile(json_path);
     ASSERT_EQ(levels.items.size(), 1u);

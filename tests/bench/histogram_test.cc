@@ -30,9 +30,8 @@ void ExpectWithinBound(const LogHistogram& histogram, const std::vector<uint64_t
   for (double q : kQuantiles) {
     const uint64_t exact = ExactPercentile(values, q);
     const uint64_t reported = histogram.Percentile(q);
-    const double error =
-        std::abs(static_cast<double>(reported) - static_cast<double>(exact)) /
-        std::max(1.0, static_cast<double>(exact));
+    const double error = std::abs(static_cast<double>(reported) - static_cast<double>(exact)) /
+                         std::max(1.0, static_cast<double>(exact));
     EXPECT_LE(error, LogHistogram::kRelativeError)
         << what << ": percentile " << q << " expected " << exact << " (exact), got " << reported;
   }
