@@ -7,8 +7,7 @@
 
 namespace pkserve {
 
-FaultInjectingExecutor::FaultInjectingExecutor(std::unique_ptr<Executor> inner,
-                                               uint32_t fail_every)
+FaultInjectingExecutor::FaultInjectingExecutor(std::unique_ptr<Executor> inner, uint32_t fail_every)
     : inner_(std::move(inner)), fail_every_(fail_every < 1 ? 1 : fail_every) {}
 
 void FaultInjectingExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done) {
@@ -18,14 +17,14 @@ void FaultInjectingExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done
     return;
   }
   failed_.fetch_add(1, std::memory_order_relaxed);
-  inner_->Submit(std::move(batch), [this, number, done = std::move(done)](
-                                       std::unique_ptr<Batch> failed_batch,
-                                       BatchOutcome outcome) mutable {
-    outcome.status = absl::InternalError(
-        absl::StrCat("injected executor failure: batch ", number, " (--inject_batch_failures=",
-                     fail_every_, ", a test-only flag)"));
-    std::move(done)(std::move(failed_batch), std::move(outcome));
-  });
+  inner_->Submit(
+      std::move(batch), [this, number, done = std::move(done)](std::unique_ptr<Batch> failed_batch,
+                                                               BatchOutcome outcome) mutable {
+        outcome.status = absl::InternalError(
+            absl::StrCat("injected executor failure: batch ", number,
+                         " (--inject_batch_failures=", fail_every_, ", a test-only flag)"));
+        std::move(done)(std::move(failed_batch), std::move(outcome));
+      });
 }
 
 std::unique_ptr<Executor> MaybeInjectBatchFailures(std::unique_ptr<Executor> executor,

@@ -44,8 +44,7 @@ std::unique_ptr<std::byte[]> Copy(const std::string& bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pkserve::v1::TopKRequest request;
   if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
-  absl::StatusOr<pk::Problem> problem =
-      pkserve::ValidateTopKRequest(request, kMaxRowsPerRequest);
+  absl::StatusOr<pk::Problem> problem = pkserve::ValidateTopKRequest(request, kMaxRowsPerRequest);
   if (!problem.ok()) {
     Require(problem.status().code() == absl::StatusCode::kInvalidArgument,
             "a refusal is INVALID_ARGUMENT");
@@ -82,9 +81,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto alone_slots = std::make_unique<uint32_t[]>(kk);
   pk::cpu::TopKRows(*problem, scores.get() + size_t{last} * problem->row_bytes(), 1,
                     alone_values.get(), alone_slots.get(), workspace);
-  Require(std::memcmp(alone_values.get(), values.get() + size_t{last} * value_bytes,
-                      value_bytes) == 0,
-          "a row's values do not depend on the rows beside it");
+  Require(
+      std::memcmp(alone_values.get(), values.get() + size_t{last} * value_bytes, value_bytes) == 0,
+      "a row's values do not depend on the rows beside it");
   Require(std::memcmp(alone_slots.get(), slots.get() + size_t{last} * kk,
                       size_t{kk} * sizeof(uint32_t)) == 0,
           "a row's slots do not depend on the rows beside it");

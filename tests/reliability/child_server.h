@@ -17,7 +17,8 @@ namespace pkserve::testing {
 class ChildServer {
  public:
   // Starts `binary --address=127.0.0.1:0 --metrics_address= <flags>` (no metrics port unless
-  // `flags` give one) with its output in a log file, and waits (up to 20 s) for it to log its port. On failure port() is 0 and the test has a failure recorded.
+  // `flags` give one) with its output in a log file, and waits (up to 20 s) for it to log its port.
+  // On failure port() is 0 and the test has a failure recorded.
   ChildServer(const std::string& binary, const std::vector<std::string>& flags);
   // SIGKILLs the child if it still runs; removes the log.
   ~ChildServer();

@@ -81,13 +81,13 @@ void PipelinedStream(const std::string& target, int seed, int depth, absl::Durat
   bool receiver_done = false;
   std::thread sender([&] {
     for (int i = 0; i < max_requests; ++i) {
-      v1::TopKRequest request = RandomRequest(Shapes()[engine() % Shapes().size()],
-                                              1 + engine() % 16, engine,
-                                              absl::StrCat("s", seed, "-", i));
+      v1::TopKRequest request =
+          RandomRequest(Shapes()[engine() % Shapes().size()], 1 + engine() % 16, engine,
+                        absl::StrCat("s", seed, "-", i));
       {
         std::unique_lock<std::mutex> lock(mutex);
-        room.wait(lock, [&] { return unanswered.size() < static_cast<size_t>(depth) ||
-                                     receiver_done; });
+        room.wait(lock,
+                  [&] { return unanswered.size() < static_cast<size_t>(depth) || receiver_done; });
         if (receiver_done) break;
         unanswered.push_back(request);
       }
@@ -140,8 +140,8 @@ void PipelinedStream(const std::string& target, int seed, int depth, absl::Durat
   sender.join();
   const grpc::Status status = stream->Finish();
   if (!status.ok() && status.error_code() != grpc::StatusCode::UNAVAILABLE) {
-    tally.Wrong(absl::StrCat("stream ", seed, " ended ", status.error_code(), " ",
-                             status.error_message()));
+    tally.Wrong(
+        absl::StrCat("stream ", seed, " ended ", status.error_code(), " ", status.error_message()));
   }
 }
 
@@ -154,8 +154,8 @@ TEST(Faults, SigtermUnderStreamLoadAnswersEveryAcceptedRequestAndExitsInTime) {
   std::vector<std::future<void>> streams;
   // Deep pipelines, shallow ones, and slow readers.
   for (int i = 0; i < 4; ++i) {
-    streams.push_back(std::async(std::launch::async, PipelinedStream, server.target(), 300 + i,
-                                 32, absl::ZeroDuration(), false, 1 << 30, std::ref(tally)));
+    streams.push_back(std::async(std::launch::async, PipelinedStream, server.target(), 300 + i, 32,
+                                 absl::ZeroDuration(), false, 1 << 30, std::ref(tally)));
   }
   for (int i = 0; i < 2; ++i) {
     streams.push_back(std::async(std::launch::async, PipelinedStream, server.target(), 400 + i, 2,
@@ -221,10 +221,11 @@ TEST(Faults, SigtermUnderStreamLoadAnswersEveryAcceptedRequestAndExitsInTime) {
   for (const std::string& wrong : tally.wrong) ADD_FAILURE() << wrong;
   const std::string log = server.log();
   const int64_t accepted = testing::NumberAfter(log, "drained: ");
-  std::printf("SIGTERM under stream load: %lld answered OK, %lld refused UNAVAILABLE; server: %lld "
-              "accepted\n",
-              static_cast<long long>(tally.ok.load()),
-              static_cast<long long>(tally.unavailable.load()), static_cast<long long>(accepted));
+  std::printf(
+      "SIGTERM under stream load: %lld answered OK, %lld refused UNAVAILABLE; server: %lld "
+      "accepted\n",
+      static_cast<long long>(tally.ok.load()), static_cast<long long>(tally.unavailable.load()),
+      static_cast<long long>(accepted));
   EXPECT_EQ(accepted, tally.ok.load())
       << "the server accepted " << accepted << " requests, the callers got " << tally.ok.load()
       << " right answers; log:\n"
@@ -279,11 +280,11 @@ TEST(Faults, FaultInjectingExecutorFailsEveryNthBatchFromTheInnerThread) {
     std::memcpy((*batch)->scores().data(), rows.scores().data(), rows.scores().size());
     std::promise<std::pair<absl::Status, bool>> done;
     executor.Submit(*std::move(batch), [&](std::unique_ptr<Batch> back, BatchOutcome outcome) {
-      bool right = outcome.status.ok() &&
-                   std::memcmp(back->values().data(), expected.values.data(),
-                               expected.values.size()) == 0 &&
-                   std::memcmp(back->slots().data(), expected.slots.data(),
-                               expected.slots.size() * sizeof(uint32_t)) == 0;
+      bool right =
+          outcome.status.ok() &&
+          std::memcmp(back->values().data(), expected.values.data(), expected.values.size()) == 0 &&
+          std::memcmp(back->slots().data(), expected.slots.data(),
+                      expected.slots.size() * sizeof(uint32_t)) == 0;
       EXPECT_NE(std::this_thread::get_id(), test_thread) << "done ran inside Submit";
       back.reset();  // the staging goes back before the next NewBatch
       done.set_value({outcome.status, right});

@@ -29,8 +29,7 @@ class Load {
   // Calls go round `channels` and `requests` (each must stay valid while calls run); each call has
   // `deadline`. With `check_answers`, OK answers are compared with the CPU reference.
   Load(std::vector<std::shared_ptr<grpc::Channel>> channels,
-       const std::vector<v1::TopKRequest>* requests, absl::Duration deadline,
-       bool check_answers);
+       const std::vector<v1::TopKRequest>* requests, absl::Duration deadline, bool check_answers);
   ~Load();  // waits for every call started to finish
 
   // `callers` callers back to back for `duration`; returns once every call has finished.

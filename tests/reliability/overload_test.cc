@@ -51,19 +51,18 @@ constexpr int kMaxQueueDelayUs = 2000;
 constexpr int kMaxInFlight = 2;  // the CPU executor's
 
 TEST(Overload, TenTimesCapacityIsRefusedFastWithBoundedMemoryAndLatency) {
-  ChildServer server(PKSERVE_BINARY,
-                     {"--backend=cpu", "--threads=1", "--drain_timeout_s=10",
-                      absl::StrCat("--max_batch_rows=", kMaxBatchRows),
-                      absl::StrCat("--max_queued_rows=", kMaxQueuedRows),
-                      absl::StrCat("--max_rows_per_request=", kRowsPerRequest),
-                      absl::StrCat("--max_queue_delay_us=", kMaxQueueDelayUs)});
+  ChildServer server(PKSERVE_BINARY, {"--backend=cpu", "--threads=1", "--drain_timeout_s=10",
+                                      absl::StrCat("--max_batch_rows=", kMaxBatchRows),
+                                      absl::StrCat("--max_queued_rows=", kMaxQueuedRows),
+                                      absl::StrCat("--max_rows_per_request=", kRowsPerRequest),
+                                      absl::StrCat("--max_queue_delay_us=", kMaxQueueDelayUs)});
   ASSERT_GT(server.port(), 0);
   // Much compute for few bytes (a 256-byte row, 256 slots out of 65536), so that the server, not
   // the transport or the test's own calls, is what runs out. Under a sanitizer the kernel slows
   // down far more than the rest (a 256-row batch of that takes seconds): a lighter shape there.
-  const pk::Problem problem =
-      testing::Sanitized() ? MakeProblem({128, 128}, 32, pk::DType::kFloat32)
-                           : MakeProblem({16, 16, 16, 16}, 256, pk::DType::kFloat32);
+  const pk::Problem problem = testing::Sanitized()
+                                  ? MakeProblem({128, 128}, 32, pk::DType::kFloat32)
+                                  : MakeProblem({16, 16, 16, 16}, 256, pk::DType::kFloat32);
   std::mt19937_64 engine(99);
   std::vector<v1::TopKRequest> requests;
   for (int i = 0; i < 8; ++i) {

@@ -43,8 +43,8 @@ void Probe::Run(uint64_t seed) {
   std::mt19937_64 engine(seed);
   auto stub = v1::SparseMemory::NewStub(channel_);
   for (int64_t i = 0; !stop_.load(); ++i) {
-    const v1::TopKRequest request = RandomRequest(shapes[engine() % shapes.size()],
-                                                  1 + engine() % 8, engine, absl::StrCat("probe-", i));
+    const v1::TopKRequest request = RandomRequest(
+        shapes[engine() % shapes.size()], 1 + engine() % 8, engine, absl::StrCat("probe-", i));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
     v1::TopKResponse response;

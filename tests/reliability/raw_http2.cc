@@ -45,8 +45,7 @@ std::string ClientPreface() {
   return std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + Frame(kSettings, 0, 0, "");
 }
 
-std::string FrameHeader(uint32_t declared_length, uint8_t type, uint8_t flags,
-                        uint32_t stream_id) {
+std::string FrameHeader(uint32_t declared_length, uint8_t type, uint8_t flags, uint32_t stream_id) {
   std::string header(9, '\0');
   header[0] = static_cast<char>((declared_length >> 16) & 0xff);
   header[1] = static_cast<char>((declared_length >> 8) & 0xff);

@@ -18,6 +18,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -40,6 +41,9 @@ std::string ReadFile(const std::string& path) {
 
 // One pkserve-bench process, its output in a file.
 struct Bench {
+  Bench(std::string name, std::vector<std::string> flags)
+      : name(std::move(name)), flags(std::move(flags)) {}
+
   std::string name;
   std::vector<std::string> flags;
   std::string output;
@@ -169,16 +173,17 @@ TEST(Soak, MixedWorkloadHasNoErrorsAndFlatMemory) {
   std::vector<std::string> trace;
   const size_t every = std::max<size_t>(1, samples.size() / 12);
   for (size_t i = 0; i < samples.size(); i += every) {
-    trace.push_back(absl::StrCat(static_cast<int>(samples[i].seconds), "s:",
-                                 samples[i].rss_kib / 1024, "M"));
+    trace.push_back(
+        absl::StrCat(static_cast<int>(samples[i].seconds), "s:", samples[i].rss_kib / 1024, "M"));
   }
   std::printf("soak %d s (warm-up %.0f s): server RSS %s\n", seconds, warmup,
               absl::StrJoin(trace, " ").c_str());
-  std::printf("{\"test\":\"soak\",\"seconds\":%d,\"warm_rss_kib\":%lld,\"after_rss_kib\":%lld,"
-              "\"growth\":%.3f,\"peak_rss_kib\":%lld}\n",
-              seconds, static_cast<long long>(warm_kib), static_cast<long long>(after_kib),
-              warm_kib > 0 ? static_cast<double>(after_kib) / warm_kib - 1 : 0.0,
-              static_cast<long long>(server.PeakRssKib()));
+  std::printf(
+      "{\"test\":\"soak\",\"seconds\":%d,\"warm_rss_kib\":%lld,\"after_rss_kib\":%lld,"
+      "\"growth\":%.3f,\"peak_rss_kib\":%lld}\n",
+      seconds, static_cast<long long>(warm_kib), static_cast<long long>(after_kib),
+      warm_kib > 0 ? static_cast<double>(after_kib) / warm_kib - 1 : 0.0,
+      static_cast<long long>(server.PeakRssKib()));
   ASSERT_GT(warm_kib, 0) << "no RSS sample in the warm-up";
   ASSERT_GT(after_kib, 0) << "no RSS sample after the warm-up";
   EXPECT_LE(after_kib, warm_kib * 11 / 10)

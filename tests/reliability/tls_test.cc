@@ -162,41 +162,47 @@ TEST_F(TlsTest, PkserveCliSpeaksTlsWithItsFlags) {
   const std::string identity =
       absl::StrCat(" --tls_cert=", Cert("client.pem"), " --tls_key=", Cert("client.key"));
   std::string output;
-  EXPECT_EQ(RunCommand(absl::StrCat(PKSERVE_CLI, " topk --widths=64,64 --k=4 --random_rows=2 ", target,
-                             trust, identity),
-                &output),
+  EXPECT_EQ(RunCommand(absl::StrCat(PKSERVE_CLI, " topk --widths=64,64 --k=4 --random_rows=2 ",
+                                    target, trust, identity),
+                       &output),
             0)
       << output;
   EXPECT_TRUE(absl::StrContains(output, "topk: 2 rows")) << output;
   EXPECT_EQ(RunCommand(absl::StrCat(PKSERVE_CLI, " health ", target, trust, identity), &output), 0)
       << output;
-  EXPECT_EQ(RunCommand(absl::StrCat(PKSERVE_CLI, " health --deadline_ms=5000 ", target, trust), &output),
-            1)
+  EXPECT_EQ(
+      RunCommand(absl::StrCat(PKSERVE_CLI, " health --deadline_ms=5000 ", target, trust), &output),
+      1)
       << "no client certificate, yet: " << output;
-  EXPECT_EQ(RunCommand(absl::StrCat(PKSERVE_CLI, " health --deadline_ms=5000 ", target), &output), 1)
+  EXPECT_EQ(RunCommand(absl::StrCat(PKSERVE_CLI, " health --deadline_ms=5000 ", target), &output),
+            1)
       << "plaintext, yet: " << output;
-  EXPECT_EQ(RunCommand(absl::StrCat(PKSERVE_CLI, " health ", target, " --tls_cert=", Cert("client.pem")),
-                &output),
-            2)
+  EXPECT_EQ(
+      RunCommand(absl::StrCat(PKSERVE_CLI, " health ", target, " --tls_cert=", Cert("client.pem")),
+                 &output),
+      2)
       << "a certificate without its key is bad usage: " << output;
 }
 
 TEST_F(TlsTest, PkserveRefusesIncompleteOrUnreadableTlsFlags) {
   std::string output;
-  const std::string pkserve = absl::StrCat(PKSERVE_BINARY, " --address=127.0.0.1:0 --metrics_address= --backend=cpu");
-  EXPECT_EQ(RunCommand(absl::StrCat(pkserve, " --tls_cert=", Cert("server.pem")), &output), 2) << output;
+  const std::string pkserve =
+      absl::StrCat(PKSERVE_BINARY, " --address=127.0.0.1:0 --metrics_address= --backend=cpu");
+  EXPECT_EQ(RunCommand(absl::StrCat(pkserve, " --tls_cert=", Cert("server.pem")), &output), 2)
+      << output;
   EXPECT_TRUE(absl::StrContains(output, "--tls_key")) << output;
-  EXPECT_EQ(RunCommand(absl::StrCat(pkserve, " --tls_client_ca=", Cert("ca.pem")), &output), 2) << output;
+  EXPECT_EQ(RunCommand(absl::StrCat(pkserve, " --tls_client_ca=", Cert("ca.pem")), &output), 2)
+      << output;
   EXPECT_EQ(RunCommand(absl::StrCat(pkserve, " --tls_cert=", Cert("server.pem"),
-                             " --tls_key=/nonexistent/server.key"),
-                &output),
+                                    " --tls_key=/nonexistent/server.key"),
+                       &output),
             1)
       << output;
   EXPECT_TRUE(absl::StrContains(output, "--tls_key=/nonexistent/server.key")) << output;
   // A key that is not the certificate's: pkserve cannot listen, and says why.
   EXPECT_EQ(RunCommand(absl::StrCat(pkserve, " --tls_cert=", Cert("server.pem"),
-                             " --tls_key=", Cert("client.key")),
-                &output),
+                                    " --tls_key=", Cert("client.key")),
+                       &output),
             1)
       << output;
   EXPECT_TRUE(absl::StrContains(output, "tls")) << output;
