@@ -49,6 +49,9 @@ if(PK_SANITIZE STREQUAL "address")
 elseif(PK_SANITIZE STREQUAL "thread")
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=thread>)
   add_link_options(-fsanitize=thread)
+  # The CPU kernels' run-time SIMD dispatch (target_clones) is made of ifunc resolvers, which the
+  # loader runs before TSan's runtime is up: instrumented, they crash every binary at start.
+  add_compile_definitions(PK_NO_SIMD_DISPATCH)
 elseif(NOT PK_SANITIZE STREQUAL "")
   message(FATAL_ERROR "PK_SANITIZE must be empty, 'address' or 'thread', got '${PK_SANITIZE}'")
 endif()
