@@ -19,6 +19,7 @@
 #include "server/cpu_executor.h"
 #include "tests/reliability/child_server.h"
 #include "tests/reliability/load.h"
+#include "tests/reliability/raw_http2.h"
 #include "tests/server/test_support.h"
 
 namespace pkserve {
@@ -43,6 +44,27 @@ std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::string& target, 
   return channels;
 }
 
+// GET /metrics from the server's metrics port; the text, or "" on failure.
+std::string ScrapeMetrics(int port) {
+  std::unique_ptr<testing::http2::Connection> connection = testing::http2::Connection::Open(port);
+  if (connection == nullptr) return "";
+  connection->Send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  std::string response;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!connection->closed_by_peer() && absl::Now() < deadline) {
+    response += connection->ReadFor(absl::Milliseconds(200));
+  }
+  return response;
+}
+
+// The value of the series `name` (with its labels, as printed) in a Prometheus text, or -1.
+int64_t MetricValue(const std::string& text, const std::string& name) {
+  const std::string prefix = absl::StrCat("\n", name, " ");
+  const size_t at = text.find(prefix);
+  if (at == std::string::npos) return -1;
+  return testing::NumberAfter(text.substr(at), prefix);
+}
+
 // The settings of the overloaded server: one compute thread, a queue of two batches.
 constexpr int kMaxBatchRows = 256;
 constexpr int kMaxQueuedRows = 512;
@@ -55,8 +77,12 @@ TEST(Overload, TenTimesCapacityIsRefusedFastWithBoundedMemoryAndLatency) {
                                       absl::StrCat("--max_batch_rows=", kMaxBatchRows),
                                       absl::StrCat("--max_queued_rows=", kMaxQueuedRows),
                                       absl::StrCat("--max_rows_per_request=", kRowsPerRequest),
-                                      absl::StrCat("--max_queue_delay_us=", kMaxQueueDelayUs)});
+                                      absl::StrCat("--max_queue_delay_us=", kMaxQueueDelayUs),
+                                      "--metrics_address=127.0.0.1:0"});
   ASSERT_GT(server.port(), 0);
+  const int metrics_port =
+      static_cast<int>(testing::NumberAfter(server.log(), "metrics on http://127.0.0.1:"));
+  ASSERT_GT(metrics_port, 0) << server.log();
   // Much compute for few bytes (a 256-byte row, 256 slots out of 65536), so that the server, not
   // the transport or the test's own calls, is what runs out. Under a sanitizer the kernel slows
   // down far more than the rest (a 256-row batch of that takes seconds): a lighter shape there.
@@ -87,6 +113,7 @@ TEST(Overload, TenTimesCapacityIsRefusedFastWithBoundedMemoryAndLatency) {
   const double capacity = measured_ok / absl::ToDoubleSeconds(measure_for);
   ASSERT_GT(capacity, testing::Sanitized() ? 2 : 10) << "the server computed almost nothing";
   const int64_t warm_rss_kib = server.RssKib();
+  const std::string metrics_before = ScrapeMetrics(metrics_port);
 
   // Ten times that, in an open loop.
   const absl::Duration overload_for = absl::Seconds(testing::Sanitized() ? 3 : 4);
@@ -94,6 +121,7 @@ TEST(Overload, TenTimesCapacityIsRefusedFastWithBoundedMemoryAndLatency) {
   const double offered = load.calls_started() - static_cast<double>(measured.size());
   const std::vector<CallRecord> overload = load.TakeRecords();
   const int64_t peak_rss_kib = server.PeakRssKib();
+  const std::string metrics_after = ScrapeMetrics(metrics_port);
 
   std::map<grpc::StatusCode, int64_t> codes;
   std::vector<double> refused_ms, accepted_queue_ms, accepted_compute_ms, accepted_latency_ms;
@@ -155,6 +183,22 @@ TEST(Overload, TenTimesCapacityIsRefusedFastWithBoundedMemoryAndLatency) {
       << "RESOURCE_EXHAUSTED must come at once, not after a wait";
   EXPECT_LT(Quantile(refused_ms, 0.99), 3000)
       << "RESOURCE_EXHAUSTED must come at once, not after a wait";
+  // Server-side, where the client's scheduling does not count: the requests answered within
+  // 5 ms of arrival (an accepted one waits for a batch of 256 rows to be computed first) are at
+  // least 95% as many as the refusals.
+  const std::string fast_bucket = absl::StrCat("pkserve_request_duration_seconds_bucket{le=\"",
+                                               testing::Sanitized() ? "0.05" : "0.005", "\"}");
+  const std::string refusals = "pkserve_requests_total{rpc=\"TopK\",code=\"RESOURCE_EXHAUSTED\"}";
+  const int64_t fast =
+      MetricValue(metrics_after, fast_bucket) - MetricValue(metrics_before, fast_bucket);
+  const int64_t refused_server = MetricValue(metrics_after, refusals) -
+                                 std::max<int64_t>(0, MetricValue(metrics_before, refusals));
+  std::printf("  server side: %lld refusals, %lld requests answered within %s s of arrival\n",
+              static_cast<long long>(refused_server), static_cast<long long>(fast),
+              testing::Sanitized() ? "0.05" : "0.005");
+  EXPECT_EQ(refused_server, refused) << "the server's count of refusals differs from the callers'";
+  EXPECT_GE(fast, refused_server * 95 / 100)
+      << "RESOURCE_EXHAUSTED must come at once, not after a wait (server-side durations)";
   EXPECT_LT(Quantile(accepted_queue_ms, 0.99), queue_bound_ms)
       << "accepted requests waited longer than the queue delay plus the batches ahead";
   // Warm RSS plus a bounded amount: the queue holds 512 rows, the calls in flight their bytes.
