@@ -3,12 +3,13 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -50,27 +51,42 @@ bool Sanitized() {
 #endif
 }
 
+pid_t SpawnChild(const std::vector<std::string>& args, const std::string& output) {
+  // Everything the child needs is made before fork(): after it, only async-signal-safe calls.
+  std::vector<char*> argv;
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  const int output_fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (output_fd < 0) {
+    ADD_FAILURE() << "cannot write " << output << ": " << std::strerror(errno);
+    return -1;
+  }
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the test died before the line above
+    dup2(output_fd, STDOUT_FILENO);
+    dup2(output_fd, STDERR_FILENO);
+    execve(argv[0], argv.data(), environ);
+    _exit(127);
+  }
+  close(output_fd);
+  if (pid < 0) {
+    ADD_FAILURE() << "cannot start " << args[0] << ": " << std::strerror(errno);
+    return -1;
+  }
+  return pid;
+}
+
 ChildServer::ChildServer(const std::string& binary, const std::vector<std::string>& flags) {
   static std::atomic<int> serial{0};
   log_path_ = absl::StrCat(::testing::TempDir(), "pkserve_child_", getpid(), "_", serial++, ".log");
   // No metrics port unless a test asks for one (its default, 9090, may be taken).
   std::vector<std::string> args = {binary, "--address=127.0.0.1:0", "--metrics_address="};
   args.insert(args.end(), flags.begin(), flags.end());
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  const int error = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (error != 0) {
-    ADD_FAILURE() << "cannot start " << binary << ": " << std::strerror(error);
-    pid_ = -1;
-    return;
-  }
+  pid_ = SpawnChild(args, log_path_);
+  if (pid_ <= 0) return;
   // The server logs "listening on 127.0.0.1:PORT" once it serves.
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (absl::Now() < deadline && port_ <= 0 && running()) {

@@ -50,6 +50,11 @@ class ChildServer {
   int wait_status_ = 0;
 };
 
+// Starts `args` (args[0] the binary) with stdout and stderr into the file `output`, as a child that
+// the kernel kills (SIGKILL) if this test process dies first, so that a test killed on timeout
+// leaves no server behind. Returns its pid, or -1 (and a test failure).
+pid_t SpawnChild(const std::vector<std::string>& args, const std::string& output);
+
 // The integer right after `prefix` in `text` (the first occurrence), or -1.
 int64_t NumberAfter(const std::string& text, const std::string& prefix);
 

@@ -3,10 +3,8 @@
 // 30 s, or PK_SOAK_SECONDS. No request may fail, every sampled answer must equal the CPU
 // implementation's (--verify), and memory must be flat: after the warm-up (a third of the run,
 // 10 s to 5 min), the server's RSS stays within 10% of the most it reached late in the warm-up.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,8 +24,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "tests/reliability/child_server.h"
-
-extern char** environ;
 
 namespace pkserve {
 namespace {
@@ -60,20 +56,7 @@ void Spawn(Bench& bench, const std::string& target, int seconds) {
                                    absl::StrCat("--json=", bench.json),
                                    "--deadline_s=30"};
   args.insert(args.end(), bench.flags.begin(), bench.flags.end());
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, bench.output.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  const int error = posix_spawn(&bench.pid, PKSERVE_BENCH, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (error != 0) {
-    ADD_FAILURE() << "cannot start " << PKSERVE_BENCH << ": " << std::strerror(error);
-    bench.pid = -1;
-  }
+  bench.pid = testing::SpawnChild(args, bench.output);
 }
 
 struct Sample {
