@@ -19,6 +19,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "tests/server/pkserve_process.h"
 #include "tests/server/test_support.h"
 
 extern char** environ;
@@ -29,91 +30,6 @@ namespace {
 using testing::CheckResponse;
 using testing::MakeProblem;
 using testing::RandomRequest;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-}
-
-// The number after `prefix` in `text`, or -1.
-int64_t NumberAfter(const std::string& text, const std::string& prefix) {
-  const size_t at = text.find(prefix);
-  if (at == std::string::npos) return -1;
-  size_t end = at + prefix.size();
-  while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
-  int64_t number = -1;
-  if (!absl::SimpleAtoi(text.substr(at + prefix.size(), end - at - prefix.size()), &number)) {
-    return -1;
-  }
-  return number;
-}
-
-// pkserve running as a child, its log in a file.
-class ChildServer {
- public:
-  explicit ChildServer(std::vector<std::string> flags) {
-    log_path_ = absl::StrCat(::testing::TempDir(), "pkserve_sigterm_", getpid(), ".log");
-    // Metrics on a free port too: the default 0.0.0.0:9090 may be taken (by another test's child).
-    std::vector<std::string> args = {PKSERVE_BINARY, "--address=127.0.0.1:0",
-                                     "--metrics_address=127.0.0.1:0"};
-    args.insert(args.end(), flags.begin(), flags.end());
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    const int error = posix_spawn(&pid_, PKSERVE_BINARY, &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (error != 0) {
-      ADD_FAILURE() << "cannot start " << PKSERVE_BINARY << ": " << strerror(error);
-      pid_ = -1;
-      return;
-    }
-    // The server logs "listening on 127.0.0.1:PORT" once it serves.
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (absl::Now() < deadline && port_ <= 0 && running()) {
-      port_ = static_cast<int>(NumberAfter(ReadFile(log_path_), "listening on 127.0.0.1:"));
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    if (port_ <= 0) ADD_FAILURE() << "pkserve did not start; its log:\n" << log();
-  }
-
-  ~ChildServer() {
-    if (pid_ > 0 && running()) {
-      kill(pid_, SIGKILL);  // only our own child
-      waitpid(pid_, nullptr, 0);
-    }
-    std::remove(log_path_.c_str());
-  }
-
-  int port() const { return port_; }
-  std::string log() const { return ReadFile(log_path_); }
-  void Signal(int signal_number) { kill(pid_, signal_number); }
-
-  bool running() {
-    if (exited_) return false;
-    const pid_t done = waitpid(pid_, &wait_status_, WNOHANG);
-    if (done == pid_) exited_ = true;
-    return !exited_;
-  }
-  // Waits for the exit; its wait status, or nothing on timeout.
-  std::optional<int> WaitExit(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (running() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
-    if (!exited_) return std::nullopt;
-    return wait_status_;
-  }
-
- private:
-  std::string log_path_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-  bool exited_ = false;
-  int wait_status_ = 0;
-};
 
 // What the callers saw.
 struct Outcomes {
@@ -221,8 +137,12 @@ void StreamCaller(int port, int seed, Outcomes& outcomes) {
 }
 
 TEST(Sigterm, UnderLoadNoAcceptedRequestIsLostAndTheProcessExitsWithinTheDrainTimeout) {
-  ChildServer child({"--threads=2", "--drain_timeout_s=8", "--max_queue_delay_us=1000"});
-  ASSERT_GT(child.port(), 0);
+  // Metrics on a free port too: the default 0.0.0.0:9090 may be taken (by another test's child).
+  testing::PkserveProcess child(PKSERVE_BINARY,
+                                {"--address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                                 "--threads=2", "--drain_timeout_s=8", "--max_queue_delay_us=1000"});
+  ASSERT_TRUE(child.WaitServing(absl::Seconds(20))) << "pkserve did not start; its log:\n"
+                                                    << child.log();
 
   Outcomes outcomes;
   std::vector<std::thread> callers;
@@ -250,7 +170,7 @@ TEST(Sigterm, UnderLoadNoAcceptedRequestIsLostAndTheProcessExitsWithinTheDrainTi
   for (const std::string& wrong : outcomes.wrong) ADD_FAILURE() << wrong;
   // Every request the server accepted reached its caller with the right answer.
   const std::string log = child.log();
-  const int64_t accepted = NumberAfter(log, "drained: ");
+  const int64_t accepted = testing::NumberAfter(log, "drained: ");
   EXPECT_EQ(accepted, outcomes.ok.load())
       << "the server accepted " << accepted << " requests, callers got " << outcomes.ok.load()
       << " answers; log:\n"
