@@ -1,40 +1,79 @@
 // Admission: the path of one TopKRequest from the wire into the batcher, shared by TopK and
-// TopKStream. Refuses new work while draining, validates at the edge, sizes the response's value
-// and slot bytes so that the batcher can copy results straight into them, and logs each request
-// at debug level.
+// TopKStream. Parses the message (the service takes raw bytes, so that a message that is not a
+// TopKRequest gets an answer that says so), refuses new work while draining, validates at the
+// edge, holds each caller to its share of the queue, sizes the response's value and slot bytes so
+// that the batcher can copy results straight into them, and logs each request at debug level.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "pkserve/v1/pkserve.pb.h"
 #include "server/batcher.h"
 
 namespace pkserve {
 
+// `message` (one gRPC message, left as it was) parsed into `request`; INVALID_ARGUMENT saying so
+// when its bytes are not a TopKRequest.
+absl::Status ParseTopKRequest(grpc::ByteBuffer& message, v1::TopKRequest* request);
+
+// `message` serialized into `out` for a raw write; INTERNAL if protobuf cannot.
+absl::Status SerializeMessage(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out);
+
+// Rows that each caller (a connection: gRPC's peer address, which includes the client's port) has
+// admitted and not yet answered, held to a per-caller limit so that one caller cannot fill the
+// batcher's whole queue and starve the others. Thread-safe.
+class CallerRows {
+ public:
+  explicit CallerRows(uint64_t max_rows_per_caller) : max_rows_per_caller_(max_rows_per_caller) {}
+
+  // Counts `rows` more for `caller`; RESOURCE_EXHAUSTED naming --max_caller_queued_rows if that
+  // would pass the limit.
+  absl::Status Acquire(absl::string_view caller, uint64_t rows);
+  // Gives back rows an earlier Acquire counted.
+  void Release(absl::string_view caller, uint64_t rows);
+  // Rows `caller` holds now; for tests.
+  uint64_t rows(absl::string_view caller) const;
+
+ private:
+  const uint64_t max_rows_per_caller_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, uint64_t> rows_ ABSL_GUARDED_BY(mu_);  // no zero entries
+};
+
 class Admission {
  public:
   // `batcher` must outlive the admission.
-  Admission(Batcher& batcher, uint32_t max_rows_per_request);
+  Admission(Batcher& batcher, uint32_t max_rows_per_request, uint64_t max_caller_queued_rows);
 
-  // Takes `request` in. OK: `done` is called exactly once, later and from another thread, with
-  // OK (`response` filled, timing included) or why it failed. Otherwise `done` is not called and
-  // the status is the answer: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED,
-  // UNAVAILABLE. `request` and `response` must stay valid until `done` returns.
-  absl::Status Submit(const v1::TopKRequest& request, v1::TopKResponse* response,
-                      absl::Time deadline, absl::AnyInvocable<bool() const> is_cancelled,
+  // Takes `request` in for `caller` (see CallerRows). OK: `done` is called exactly once, later and
+  // from another thread, with OK (`response` filled, timing included) or why it failed. Otherwise
+  // `done` is not called and the status is the answer: INVALID_ARGUMENT, RESOURCE_EXHAUSTED,
+  // DEADLINE_EXCEEDED, UNAVAILABLE. `request` and `response` must stay valid until `done` returns.
+  absl::Status Submit(absl::string_view caller, const v1::TopKRequest& request,
+                      v1::TopKResponse* response, absl::Time deadline,
+                      absl::AnyInvocable<bool() const> is_cancelled,
                       absl::AnyInvocable<void(absl::Status) &&> done);
 
   // From now on Submit answers UNAVAILABLE.
   void StartDraining() { draining_.store(true, std::memory_order_release); }
   bool draining() const { return draining_.load(std::memory_order_acquire); }
 
+  const CallerRows& caller_rows() const { return caller_rows_; }
+
  private:
   Batcher& batcher_;
   const uint32_t max_rows_per_request_;
+  CallerRows caller_rows_;
   std::atomic<bool> draining_{false};
 };
 

@@ -1,14 +1,24 @@
 #include "server/service.h"
 
+#include <memory>
 #include <utility>
 
 #include "server/grpc_status.h"
 
 namespace pkserve {
+namespace {
+
+// One TopK call's request and answer, alive until the call is finished.
+struct UnaryTopK {
+  v1::TopKRequest request;
+  v1::TopKResponse response;
+};
+
+}  // namespace
 
 SparseMemoryService::SparseMemoryService(Admission& admission, v1::ServerInfo info,
-                                         ServerMetrics& metrics)
-    : admission_(admission), info_(std::move(info)), metrics_(metrics) {}
+                                         ServerMetrics& metrics, const StreamLimits& stream_limits)
+    : admission_(admission), info_(std::move(info)), metrics_(metrics), streams_(stream_limits) {}
 
 void SparseMemoryService::StartDraining() {
   admission_.StartDraining();
@@ -16,23 +26,30 @@ void SparseMemoryService::StartDraining() {
 }
 
 grpc::ServerUnaryReactor* SparseMemoryService::TopK(grpc::CallbackServerContext* context,
-                                                    const v1::TopKRequest* request,
-                                                    v1::TopKResponse* response) {
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto call = std::make_shared<UnaryTopK>();
   // The default reactor may be finished from any thread, even before this handler returns.
-  const auto answer = [reactor, &metrics = metrics_, arrived = metrics_.RequestArrived(),
-                       rows = request->rows()](const absl::Status& status) {
-    metrics.RequestAnswered(Rpc::kTopK, status.code(), rows, arrived);
+  const auto answer = [reactor, response, call, &metrics = metrics_,
+                       arrived = metrics_.RequestArrived()](absl::Status status) {
+    if (status.ok()) status = SerializeMessage(call->response, response);
+    metrics.RequestAnswered(Rpc::kTopK, status.code(), call->request.rows(), arrived);
     reactor->Finish(ToGrpcStatus(status));
   };
+  grpc::ByteBuffer message(*request);  // shares the slices, copies no bytes
+  if (absl::Status parsed = ParseTopKRequest(message, &call->request); !parsed.ok()) {
+    answer(parsed);
+    return reactor;
+  }
   absl::Status status = admission_.Submit(
-      *request, response, CallDeadline(*context), [context] { return context->IsCancelled(); },
-      [answer](absl::Status done) { answer(done); });
+      context->peer(), call->request, &call->response, CallDeadline(*context),
+      [context] { return context->IsCancelled(); }, [answer](absl::Status done) { answer(done); });
   if (!status.ok()) answer(status);
   return reactor;
 }
 
-grpc::ServerBidiReactor<v1::TopKRequest, v1::TopKStreamResponse>* SparseMemoryService::TopKStream(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SparseMemoryService::TopKStream(
     grpc::CallbackServerContext* context) {
   return TopKStreamReactor::Start(context, admission_, streams_, metrics_);
 }

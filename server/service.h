@@ -1,5 +1,11 @@
 // The pkserve.v1.SparseMemory service on gRPC's callback API. Reactions stay short: a request is
-// validated and queued (Admission), and its call is finished from the thread that completes it.
+// parsed, validated and queued (Admission), and its call is finished from the thread that
+// completes it.
+//
+// TopK and TopKStream are registered raw: gRPC hands them the message bytes and the service parses
+// them itself, so that bytes that are not a TopKRequest get INVALID_ARGUMENT saying so (a
+// StreamError on a stream, which goes on) instead of gRPC's bare UNIMPLEMENTED, or, on a stream,
+// a silent end. The service as clients see it (names, message types, reflection) is unchanged.
 #pragma once
 
 #include "grpcpp/grpcpp.h"
@@ -10,20 +16,25 @@
 
 namespace pkserve {
 
-class SparseMemoryService final : public v1::SparseMemory::CallbackService {
+using SparseMemoryRawService =
+    v1::SparseMemory::WithRawCallbackMethod_TopK<v1::SparseMemory::WithRawCallbackMethod_TopKStream<
+        v1::SparseMemory::WithCallbackMethod_GetServerInfo<v1::SparseMemory::Service>>>;
+
+class SparseMemoryService final : public SparseMemoryRawService {
  public:
   // `admission` and `metrics` (which counts every request) must outlive the service; `info` is
-  // what GetServerInfo answers.
-  SparseMemoryService(Admission& admission, v1::ServerInfo info, ServerMetrics& metrics);
+  // what GetServerInfo answers. `stream_limits` bound each stream and how many may be open.
+  SparseMemoryService(Admission& admission, v1::ServerInfo info, ServerMetrics& metrics,
+                      const StreamLimits& stream_limits);
 
   // New requests get UNAVAILABLE from now on; open streams finish once their accepted requests
   // are answered.
   void StartDraining();
 
   grpc::ServerUnaryReactor* TopK(grpc::CallbackServerContext* context,
-                                 const v1::TopKRequest* request,
-                                 v1::TopKResponse* response) override;
-  grpc::ServerBidiReactor<v1::TopKRequest, v1::TopKStreamResponse>* TopKStream(
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* TopKStream(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const v1::ServerInfoRequest* request,

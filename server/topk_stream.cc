@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "server/grpc_status.h"
 
 namespace pkserve {
@@ -13,7 +14,17 @@ TopKStreamReactor* TopKStreamReactor::Start(grpc::CallbackServerContext* context
                                             ServerMetrics& metrics) {
   auto stream = std::make_shared<TopKStreamReactor>(context, admission, registry, metrics);
   stream->self_ = stream;
-  registry.Add(stream);
+  if (!registry.Add(stream)) {
+    {
+      absl::MutexLock lock(&stream->mu_);
+      stream->finished_ = true;
+    }
+    stream->Finish(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("too many open streams: the server holds ", registry.limits().max_open_streams,
+                     " (--max_open_streams); close idle streams or retry later")));
+    return stream.get();
+  }
   Actions actions;
   {
     absl::MutexLock lock(&stream->mu_);
@@ -26,7 +37,11 @@ TopKStreamReactor* TopKStreamReactor::Start(grpc::CallbackServerContext* context
 
 TopKStreamReactor::TopKStreamReactor(grpc::CallbackServerContext* context, Admission& admission,
                                      TopKStreamRegistry& registry, ServerMetrics& metrics)
-    : context_(context), admission_(admission), registry_(registry), metrics_(metrics) {}
+    : context_(context),
+      peer_(context->peer()),
+      admission_(admission),
+      registry_(registry),
+      metrics_(metrics) {}
 
 void TopKStreamReactor::Drain() {
   Actions actions;
@@ -47,29 +62,52 @@ void TopKStreamReactor::OnReadDone(bool ok) {
     if (!ok) {
       reads_done_ = true;
     } else if (!finished_ && !cancelled_) {
-      Item* admitted = item.get();
-      admitted->arrived = metrics_.RequestArrived();
-      items_.push_back(std::move(item));
-      // Under the mutex is safe: Submit never calls back into this stream before it returns.
-      absl::Status status = admission_.Submit(
-          admitted->request, admitted->response.mutable_result(), CallDeadline(*context_),
-          [context = context_] { return context->IsCancelled(); },
-          [this, admitted](absl::Status done_status) { OnAnswered(admitted, done_status); });
-      if (!status.ok()) AnswerLocked(admitted, status);
+      AdmitLocked(std::move(item));
     }
     actions = NextActionsLocked();
   }
   Perform(actions);
 }
 
+void TopKStreamReactor::AdmitLocked(std::unique_ptr<Item> item) {
+  Item* admitted = item.get();
+  admitted->arrived = metrics_.RequestArrived();
+  admitted->bytes = admitted->message.Length();
+  pending_bytes_ += admitted->bytes;
+  items_.push_back(std::move(item));
+  absl::Status parsed = ParseTopKRequest(admitted->message, &admitted->request);
+  admitted->message.Clear();
+  if (!parsed.ok()) {
+    AnswerLocked(admitted, parsed);
+    return;
+  }
+  // Under the mutex is safe: Submit never calls back into this stream before it returns.
+  absl::Status status = admission_.Submit(
+      peer_, admitted->request, admitted->response.mutable_result(), CallDeadline(*context_),
+      [context = context_] { return context->IsCancelled(); },
+      [this, admitted](absl::Status done_status) { OnAnswered(admitted, done_status); });
+  if (!status.ok()) AnswerLocked(admitted, status);
+}
+
 void TopKStreamReactor::AnswerLocked(Item* item, const absl::Status& status) {
   metrics_.RequestAnswered(Rpc::kTopKStream, status.code(), item->request.rows(), item->arrived);
   item->response.set_request_id(item->request.request_id());
-  if (!status.ok()) {
+  const auto set_error = [item](const absl::Status& error_status) {
     v1::StreamError* error = item->response.mutable_error();  // replaces the result
-    error->set_code(static_cast<int32_t>(status.code()));
-    error->set_message(std::string(status.message()));
+    error->set_code(static_cast<int32_t>(error_status.code()));
+    error->set_message(std::string(error_status.message()));
+  };
+  if (!status.ok()) set_error(status);
+  if (absl::Status serialized = SerializeMessage(item->response, &item->reply); !serialized.ok()) {
+    set_error(serialized);
+    SerializeMessage(item->response, &item->reply).IgnoreError();  // an error always serializes
   }
+  // Only the reply is needed from now on.
+  item->request = v1::TopKRequest();
+  item->response = v1::TopKStreamResponse();
+  pending_bytes_ -= item->bytes;
+  item->bytes = item->reply.Length();
+  pending_bytes_ += item->bytes;
   item->answered = true;
 }
 
@@ -89,6 +127,7 @@ void TopKStreamReactor::OnWriteDone(bool ok) {
     absl::MutexLock lock(&mu_);
     write_pending_ = false;
     if (ok) {
+      pending_bytes_ -= items_.front()->bytes;
       items_.pop_front();
     } else {
       write_failed_ = true;
@@ -121,12 +160,14 @@ TopKStreamReactor::Actions TopKStreamReactor::NextActionsLocked() {
     // Nobody will read the answers: forget answered items (not one being written), keep the rest
     // until the batcher is done with them.
     const Item* writing = write_pending_ ? items_.front().get() : nullptr;
-    std::erase_if(items_, [writing](const std::unique_ptr<Item>& item) {
-      return item->answered && item.get() != writing;
+    std::erase_if(items_, [this, writing](const std::unique_ptr<Item>& item) {
+      if (!item->answered || item.get() == writing) return false;
+      pending_bytes_ -= item->bytes;
+      return true;
     });
   } else if (!write_pending_ && !items_.empty() && items_.front()->answered) {
     write_pending_ = true;
-    actions.write = &items_.front()->response;
+    actions.write = &items_.front()->reply;
   }
   if (items_.empty() && !write_pending_) {
     if (broken) {
@@ -143,11 +184,13 @@ TopKStreamReactor::Actions TopKStreamReactor::NextActionsLocked() {
       return actions;
     }
   }
-  if (!broken && !draining_ && !read_pending_ && !reads_done_ &&
-      items_.size() < kMaxPendingPerStream) {
+  const StreamLimits& limits = registry_.limits();
+  const bool room = items_.empty() || (items_.size() < limits.max_pending_requests &&
+                                       pending_bytes_ < limits.max_pending_bytes);
+  if (!broken && !draining_ && !read_pending_ && !reads_done_ && room) {
     read_pending_ = true;
     reading_ = std::make_unique<Item>();
-    actions.read = &reading_->request;
+    actions.read = &reading_->message;
   }
   return actions;
 }
@@ -158,9 +201,11 @@ void TopKStreamReactor::Perform(const Actions& actions) {
   if (actions.finish.has_value()) Finish(*actions.finish);
 }
 
-void TopKStreamRegistry::Add(const std::shared_ptr<TopKStreamReactor>& stream) {
+bool TopKStreamRegistry::Add(const std::shared_ptr<TopKStreamReactor>& stream) {
   absl::MutexLock lock(&mu_);
+  if (streams_.size() >= limits_.max_open_streams) return false;
   streams_.emplace(stream.get(), stream);
+  return true;
 }
 
 void TopKStreamRegistry::Remove(TopKStreamReactor* stream) {

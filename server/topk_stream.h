@@ -1,9 +1,15 @@
-// TopKStream: one bidirectional stream, many requests. Each request read goes through Admission
-// at once (so the stream's requests batch with everyone else's); answers are written strictly in
-// request order, one write at a time. A bad request gets a StreamError and the stream goes on.
+// TopKStream: one bidirectional stream, many requests. Each message read is parsed and goes
+// through Admission at once (so the stream's requests batch with everyone else's); answers are
+// written strictly in request order, one write at a time. A bad request, or a message that is not
+// a TopKRequest at all, gets a StreamError and the stream goes on.
 //
-// Back-pressure: at most kMaxPendingPerStream requests of a stream may be read and not yet
-// written; past that the stream stops reading until the caller takes its answers.
+// Back-pressure: at most StreamLimits::max_pending_requests requests of a stream, and about
+// max_pending_bytes of their messages and answers, may be read and not yet written; past that the
+// stream stops reading until the caller takes its answers (gRPC's flow control then stops the
+// caller). Answers wait for their write serialized, the request and its result freed.
+//
+// Open streams are bounded too (max_open_streams): past it a new stream ends at once with
+// RESOURCE_EXHAUSTED.
 //
 // Draining: a stream whose accepted requests have all been written finishes with UNAVAILABLE; a
 // request read while draining is answered UNAVAILABLE.
@@ -13,6 +19,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -27,14 +34,18 @@ namespace pkserve {
 
 class TopKStreamRegistry;
 
-class TopKStreamReactor final
-    : public grpc::ServerBidiReactor<v1::TopKRequest, v1::TopKStreamResponse>,
-      public std::enable_shared_from_this<TopKStreamReactor> {
- public:
-  static constexpr size_t kMaxPendingPerStream = 128;
+struct StreamLimits {
+  size_t max_pending_requests = 128;    // read and not yet written, per stream
+  size_t max_pending_bytes = 16 << 20;  // their messages and answers; one request always fits
+  size_t max_open_streams = 1024;       // in the whole server
+};
 
+class TopKStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+                                public std::enable_shared_from_this<TopKStreamReactor> {
+ public:
   // Creates a reactor that keeps itself alive until gRPC calls OnDone, registers it, and starts
-  // reading. The returned pointer is for gRPC. `metrics` counts each request of the stream.
+  // reading (or, past max_open_streams, finishes it RESOURCE_EXHAUSTED). The returned pointer is
+  // for gRPC. `metrics` counts each request of the stream.
   static TopKStreamReactor* Start(grpc::CallbackServerContext* context, Admission& admission,
                                   TopKStreamRegistry& registry, ServerMetrics& metrics);
 
@@ -53,25 +64,32 @@ class TopKStreamReactor final
  private:
   // One request of the stream and its answer.
   struct Item {
+    grpc::ByteBuffer message;  // as read; parsed into `request`, then let go
     v1::TopKRequest request;
     v1::TopKStreamResponse response;
+    grpc::ByteBuffer reply;  // `response` serialized, once answered
+    size_t bytes = 0;        // of the message, then of the reply: counted in pending_bytes_
     bool answered = false;
     absl::Time arrived;  // from ServerMetrics::RequestArrived
   };
   // gRPC operations decided under the mutex and started after it is released.
   struct Actions {
-    v1::TopKRequest* read = nullptr;
-    const v1::TopKStreamResponse* write = nullptr;
+    grpc::ByteBuffer* read = nullptr;
+    const grpc::ByteBuffer* write = nullptr;
     std::optional<grpc::Status> finish;
   };
 
   Actions NextActionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Perform(const Actions& actions) ABSL_LOCKS_EXCLUDED(mu_);
-  // Records the answer of an item (a result, or a StreamError when `status` is not OK).
+  // Parses the message just read and hands it to Admission, or answers it at once.
+  void AdmitLocked(std::unique_ptr<Item> item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the answer of an item (a result, or a StreamError when `status` is not OK) as the
+  // bytes to write, and frees the request and its result.
   void AnswerLocked(Item* item, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnAnswered(Item* item, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::CallbackServerContext* const context_;
+  const std::string peer_;  // the caller, for Admission's per-caller share
   Admission& admission_;
   TopKStreamRegistry& registry_;
   ServerMetrics& metrics_;
@@ -80,6 +98,7 @@ class TopKStreamReactor final
   absl::Mutex mu_;
   std::unique_ptr<Item> reading_ ABSL_GUARDED_BY(mu_);  // the target of the read in flight
   std::deque<std::unique_ptr<Item>> items_ ABSL_GUARDED_BY(mu_);  // read, not yet written; in order
+  size_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;                 // Item::bytes over items_
   bool read_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;  // the caller half-closed (or the read failed)
   bool write_pending_ ABSL_GUARDED_BY(mu_) = false;
@@ -89,16 +108,21 @@ class TopKStreamReactor final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// The open streams, so that draining can reach them.
+// The open streams, so that draining can reach them, and the limits they keep.
 class TopKStreamRegistry {
  public:
-  void Add(const std::shared_ptr<TopKStreamReactor>& stream);
+  explicit TopKStreamRegistry(const StreamLimits& limits) : limits_(limits) {}
+
+  const StreamLimits& limits() const { return limits_; }
+  // Registers `stream`; false (and not registered) when max_open_streams are open already.
+  bool Add(const std::shared_ptr<TopKStreamReactor>& stream);
   void Remove(TopKStreamReactor* stream);
   // Drains every open stream, and every stream opened from now on.
   void DrainAll();
   bool draining() const;
 
  private:
+  const StreamLimits limits_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<TopKStreamReactor*, std::weak_ptr<TopKStreamReactor>> streams_
       ABSL_GUARDED_BY(mu_);
