@@ -42,6 +42,11 @@ int ServerConfig::ResolvedThreads() const {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
+uint64_t ServerConfig::ResolvedMaxCallerQueuedRows() const {
+  if (max_caller_queued_rows > 0) return max_caller_queued_rows;
+  return std::max<uint64_t>(max_queued_rows / 4, max_rows_per_request);
+}
+
 namespace {
 
 constexpr int kMaxThreads = 1024;
@@ -88,6 +93,32 @@ absl::Status ValidateConfig(const ServerConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max_queued_rows must be at least --max_rows_per_request (",
                      config.max_rows_per_request, "), got ", config.max_queued_rows));
+  }
+  // Not bounded by max_queued_rows: a caller's rows include those computing, which the queue
+  // does not count.
+  if (config.max_caller_queued_rows != 0 &&
+      config.max_caller_queued_rows < config.max_rows_per_request) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_caller_queued_rows must be 0 (a quarter of --max_queued_rows) or at least "
+        "--max_rows_per_request (",
+        config.max_rows_per_request, "), got ", config.max_caller_queued_rows));
+  }
+  if (config.grpc_memory_bytes < (int64_t{16} << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grpc_memory_bytes must be at least 16777216 (16 MiB), got ", config.grpc_memory_bytes));
+  }
+  if (config.max_streams_per_connection < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_streams_per_connection must be at least 1, got ",
+                     config.max_streams_per_connection));
+  }
+  if (config.max_open_streams < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_open_streams must be at least 1, got ", config.max_open_streams));
+  }
+  if (config.max_stream_pending_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_stream_pending_bytes must be at least 1, got ", config.max_stream_pending_bytes));
   }
   if (config.max_message_bytes < 1024 ||
       config.max_message_bytes > std::numeric_limits<int32_t>::max()) {

@@ -23,7 +23,7 @@ absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view text);
 
 struct ServerConfig {
   std::string address = "0.0.0.0:50051";  // host:port; port 0 picks a free one
-  ServerTlsFiles tls;                      // empty: plaintext (see server/tls.h)
+  ServerTlsFiles tls;                     // empty: plaintext (see server/tls.h)
 
   Backend backend = Backend::kAuto;
   int threads = 0;           // CPU compute threads; 0 = one per hardware thread
@@ -35,6 +35,16 @@ struct ServerConfig {
   uint64_t max_queued_rows = 65536;  // rows waiting in all queues; past it RESOURCE_EXHAUSTED
   uint32_t max_rows_per_request = 4096;
   int64_t max_message_bytes = 64 << 20;  // largest request gRPC accepts
+  // Rows one caller (one connection) may have queued or computing; past it RESOURCE_EXHAUSTED.
+  // 0: a quarter of max_queued_rows (at least max_rows_per_request).
+  uint64_t max_caller_queued_rows = 0;
+
+  // Memory bounds of the transport and the streams (see README, "Bounded memory").
+  int64_t grpc_memory_bytes = int64_t{1} << 30;  // gRPC's resource quota: buffers of all calls
+  int max_streams_per_connection = 256;          // HTTP/2 concurrent streams of one connection
+  bool http2_bdp_probe = false;                  // let gRPC widen windows past 64 KiB a stream
+  size_t max_open_streams = 1024;                // TopKStream calls open at once, in all
+  size_t max_stream_pending_bytes = 16 << 20;    // per TopKStream: read and not yet written
 
   absl::Duration drain_timeout = absl::Seconds(30);  // SIGTERM to exit, at most
   // How long a draining server keeps answering (NOT_SERVING, UNAVAILABLE) before it closes its
@@ -55,6 +65,8 @@ struct ServerConfig {
 
   // threads resolved: the number of CPU compute threads to start.
   int ResolvedThreads() const;
+  // max_caller_queued_rows resolved (0 replaced by its default).
+  uint64_t ResolvedMaxCallerQueuedRows() const;
 };
 
 // Checks every setting against its allowed range; the message names the flag and the range.

@@ -37,6 +37,25 @@ ABSL_FLAG(uint32_t, max_rows_per_request, 4096,
           "most rows in one request; more is INVALID_ARGUMENT");
 ABSL_FLAG(int64_t, max_message_bytes, 64 << 20,
           "largest request message accepted; larger gets RESOURCE_EXHAUSTED from gRPC");
+ABSL_FLAG(uint64_t, max_caller_queued_rows, 0,
+          "rows one caller (one connection: all its calls and streams) may have queued or "
+          "computing, at most; past it its requests get RESOURCE_EXHAUSTED while others are still "
+          "served; 0 = a quarter of --max_queued_rows");
+ABSL_FLAG(int64_t, grpc_memory_bytes, int64_t{1} << 30,
+          "gRPC's resource quota for the buffers of all connections and calls; as it fills, gRPC "
+          "shrinks HTTP/2 flow-control windows and then refuses new calls");
+ABSL_FLAG(int32_t, max_streams_per_connection, 256,
+          "HTTP/2 streams (calls) one connection may have open at once; clients queue the rest");
+ABSL_FLAG(bool, http2_bdp_probe, false,
+          "let gRPC widen a connection's HTTP/2 windows to its measured bandwidth-delay product "
+          "(tens of MiB a stream that sends and never reads); off: 64 KiB windows, enough on a "
+          "LAN");
+ABSL_FLAG(uint64_t, max_open_streams, 1024,
+          "TopKStream calls open at once in the whole server; past it a new stream ends at once "
+          "with RESOURCE_EXHAUSTED");
+ABSL_FLAG(uint64_t, max_stream_pending_bytes, 16 << 20,
+          "per TopKStream: bytes of requests read and answers not yet written, about; past it the "
+          "stream stops reading until its caller reads (one request always fits)");
 ABSL_FLAG(double, drain_timeout_s, 30,
           "on SIGTERM/SIGINT: seconds to answer accepted requests before exiting, at most");
 ABSL_FLAG(int64_t, drain_notice_ms, 250,
@@ -103,6 +122,13 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   config.max_queued_rows = absl::GetFlag(FLAGS_max_queued_rows);
   config.max_rows_per_request = absl::GetFlag(FLAGS_max_rows_per_request);
   config.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  config.max_caller_queued_rows = absl::GetFlag(FLAGS_max_caller_queued_rows);
+  config.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_bytes);
+  config.max_streams_per_connection = absl::GetFlag(FLAGS_max_streams_per_connection);
+  config.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
+  config.max_open_streams = static_cast<size_t>(absl::GetFlag(FLAGS_max_open_streams));
+  config.max_stream_pending_bytes =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_stream_pending_bytes));
   config.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   config.drain_notice = absl::Milliseconds(absl::GetFlag(FLAGS_drain_notice_ms));
   config.log_level = absl::GetFlag(FLAGS_log_level);

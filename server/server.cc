@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "server/executor_factory.h"
 #include "server/fault_injection.h"
 #include "server/version.h"
@@ -71,9 +72,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   server->batcher_ = std::make_unique<Batcher>(batching, *server->executor_);
   server->metrics_->SetQueuedRowsSource(
       [batcher = server->batcher_.get()] { return batcher->stats().queued_rows; });
-  server->admission_ = std::make_unique<Admission>(*server->batcher_, config.max_rows_per_request);
-  server->service_ =
-      std::make_unique<SparseMemoryService>(*server->admission_, server->info_, *server->metrics_);
+  server->admission_ = std::make_unique<Admission>(*server->batcher_, config.max_rows_per_request,
+                                                   config.ResolvedMaxCallerQueuedRows());
+  StreamLimits stream_limits;
+  stream_limits.max_open_streams = config.max_open_streams;
+  stream_limits.max_pending_bytes = config.max_stream_pending_bytes;
+  server->service_ = std::make_unique<SparseMemoryService>(*server->admission_, server->info_,
+                                                           *server->metrics_, stream_limits);
 
   if (!config.metrics_address.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
@@ -89,6 +94,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   if (!credentials.ok()) return credentials.status();
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
+  // Bounded memory: one quota for the transport's buffers (gRPC narrows flow-control windows as
+  // it fills), no window growth past 64 KiB a stream unless asked for, and a bound on the streams
+  // of one connection. What a stream holds above the transport is bounded in topk_stream.h.
+  grpc::ResourceQuota quota("pkserve");
+  quota.Resize(static_cast<size_t>(config.grpc_memory_bytes));
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, config.http2_bdp_probe ? 1 : 0);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config.max_streams_per_connection);
   builder.AddListeningPort(config.address, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   server->grpc_server_ = builder.BuildAndStart();
@@ -112,6 +125,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
       "{} batches in flight",
       config.max_batch_rows, absl::ToInt64Microseconds(config.max_queue_delay),
       config.max_queued_rows, server->executor_->max_in_flight());
+  spdlog::info(
+      "bounds: max_caller_queued_rows {}, grpc_memory_bytes {}, max_streams_per_connection {}, "
+      "http2_bdp_probe {}, max_open_streams {}, max_stream_pending_bytes {}",
+      config.ResolvedMaxCallerQueuedRows(), config.grpc_memory_bytes,
+      config.max_streams_per_connection, config.http2_bdp_probe, config.max_open_streams,
+      config.max_stream_pending_bytes);
   spdlog::info("listening on {} ({}; health, reflection on)", server->address_,
                config.tls.ModeName());
   if (server->metrics_http_ != nullptr) {
