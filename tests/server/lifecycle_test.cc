@@ -86,6 +86,7 @@ TEST_F(LifecycleTest, QueueFullIsResourceExhaustedAtOnce) {
   ServerConfig config = LoopbackConfig();
   config.max_rows_per_request = 8;
   config.max_queued_rows = 8;
+  config.max_caller_queued_rows = 1000;  // the batcher's bound, not the per-caller one
   Start(config);
   const v1::TopKRequest held = RandomRequest(problem_, 4, engine_, "held");
   const v1::TopKRequest queued = RandomRequest(problem_, 8, engine_, "queued");

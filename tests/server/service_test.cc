@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <random>
 #include <string>
 #include <thread>
@@ -12,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "kernels/golden/golden.h"
@@ -63,7 +66,8 @@ std::string CompareGolden(const pk::golden::Case& c, const v1::TopKResponse& res
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (const std::string why = testing::TestBackendUnavailable(); !why.empty()) GTEST_SKIP() << why;
+    if (const std::string why = testing::TestBackendUnavailable(); !why.empty())
+      GTEST_SKIP() << why;
     ServerConfig config = LoopbackConfig();
     config.max_rows_per_request = 2048;
     server_ = StartServer(config);
@@ -267,7 +271,8 @@ TEST_F(ServiceTest, GetServerInfoReportsBackendLimitsAndBatching) {
   const bool cuda = LoopbackConfig().backend == Backend::kCuda;
   EXPECT_EQ(info.backend(), cuda ? "cuda" : "cpu");
   ASSERT_GE(info.devices_size(), 1);
-  EXPECT_TRUE(absl::StartsWith(info.devices(0), cuda ? "cuda:" : "cpu: 2 threads")) << info.devices(0);
+  EXPECT_TRUE(absl::StartsWith(info.devices(0), cuda ? "cuda:" : "cpu: 2 threads"))
+      << info.devices(0);
   EXPECT_EQ(info.limits().max_k(), 256u);
   EXPECT_EQ(info.limits().min_factors(), 2u);
   EXPECT_EQ(info.limits().max_factors(), 4u);
@@ -370,6 +375,86 @@ TEST(ServiceLimits, AnAlreadyExpiredDeadlineIsDeadlineExceeded) {
   v1::TopKResponse response;
   const grpc::Status status = stub->TopK(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+}
+
+// A channel on a connection of its own: channels to one target otherwise share gRPC's global
+// subchannel pool, and so one connection, which is one caller to the server.
+std::unique_ptr<v1::SparseMemory::Stub> StubOnItsOwnConnection(const Server& server) {
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(-1);
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return v1::SparseMemory::NewStub(grpc::CreateCustomChannel(
+      absl::StrCat("127.0.0.1:", server.port()), grpc::InsecureChannelCredentials(), arguments));
+}
+
+// One stream pipelines far more rows than the whole queue holds while the executor is held; the
+// per-caller share (--max_caller_queued_rows) refuses its excess at once, so a second caller on
+// another connection still gets in, and is answered exactly once the executor runs.
+TEST(CallerShare, AFloodingStreamCannotStarveASecondCaller) {
+  ServerConfig config = LoopbackConfig();
+  config.max_rows_per_request = 256;
+  config.max_queued_rows = 4096;  // the flood below is 25600 rows
+  config.max_caller_queued_rows = 1024;
+  auto owned_gate = std::make_unique<testing::GatedExecutor>();
+  testing::GatedExecutor* gate = owned_gate.get();
+  std::unique_ptr<Server> server = StartServer(config, std::move(owned_gate));
+  ASSERT_NE(server, nullptr);
+  std::mt19937_64 engine(11);
+  const pk::Problem problem = MakeProblem({16, 16}, 4, pk::DType::kFloat32);
+  constexpr int kFlood = 100;
+
+  auto flooder = StubOnItsOwnConnection(*server);
+  grpc::ClientContext flood_context;
+  flood_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto flood = flooder->TopKStream(&flood_context);
+  std::vector<v1::TopKRequest> flood_requests;
+  for (int i = 0; i < kFlood; ++i) {
+    flood_requests.push_back(RandomRequest(problem, 256, engine, absl::StrCat("flood-", i)));
+    ASSERT_TRUE(flood->Write(flood_requests.back()));
+  }
+  flood->WritesDone();
+  // Let the server read the whole flood (without the share it would fill the queue).
+  ASSERT_TRUE(gate->WaitForSubmitted(1, absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(500));
+
+  auto second = StubOnItsOwnConnection(*server);
+  const v1::TopKRequest request = RandomRequest(problem, 256, engine, "second");
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::TopKResponse response;
+  std::promise<grpc::Status> second_done;
+  second->async()->TopK(&context, &request, &response,
+                        [&second_done](grpc::Status status) { second_done.set_value(status); });
+  std::future<grpc::Status> second_status = second_done.get_future();
+  // Accepted (queued behind the held batch), not refused: nothing is answered before the gate
+  // opens but a refusal.
+  ASSERT_NE(second_status.wait_for(std::chrono::milliseconds(500)), std::future_status::ready)
+      << "the second caller was refused: " << second_status.get().error_message();
+  gate->Open();
+  const grpc::Status status = second_status.get();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(CheckResponse(request, response), "");
+
+  // The flood: as many requests answered as its share holds, the rest refused naming the flag.
+  int results = 0;
+  int refused = 0;
+  v1::TopKStreamResponse answer;
+  for (int i = 0; i < kFlood; ++i) {
+    ASSERT_TRUE(flood->Read(&answer)) << "the stream ended after " << i << " answers";
+    EXPECT_EQ(answer.request_id(), absl::StrCat("flood-", i));
+    if (answer.has_result()) {
+      EXPECT_EQ(CheckResponse(flood_requests[i], answer.result()), "");
+      ++results;
+    } else {
+      EXPECT_EQ(answer.error().code(), static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
+      EXPECT_NE(answer.error().message().find("--max_caller_queued_rows"), std::string::npos)
+          << answer.error().message();
+      ++refused;
+    }
+  }
+  EXPECT_EQ(results, 1024 / 256) << "the flood got more or less than its share";
+  EXPECT_EQ(refused, kFlood - results);
+  EXPECT_TRUE(flood->Finish().ok());
 }
 
 }  // namespace
