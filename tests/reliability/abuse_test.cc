@@ -13,6 +13,7 @@
 #include <atomic>
 #include <future>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -150,12 +151,16 @@ TEST_F(AbuseTest, RandomBytesAndMutatedRequestsAreRefusedOrAnsweredExactly) {
     const bool valid =
         parsed.ParseFromString(bytes) && ValidateTopKRequest(parsed, kMaxRowsPerRequest).ok();
     if (!valid) {
-      EXPECT_FALSE(status.ok()) << "noise of " << size << " bytes was answered OK";
-      // INVALID_ARGUMENT from validation; bytes that do not parse as a TopKRequest never reach
-      // the service: gRPC's callback API answers them UNIMPLEMENTED, with no message.
-      EXPECT_TRUE(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-                  status.error_code() == grpc::StatusCode::UNIMPLEMENTED)
-          << CodeName(status.error_code()) << ": " << status.error_message();
+      // INVALID_ARGUMENT, from validation or, for bytes that are not a TopKRequest at all, from
+      // the service's own parsing, with a message that says which.
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+          << "noise of " << size << " bytes: " << CodeName(status.error_code()) << " '"
+          << status.error_message() << "'";
+      EXPECT_FALSE(status.error_message().empty()) << "noise of " << size << " bytes";
+      if (!parsed.ParseFromString(bytes)) {
+        EXPECT_NE(status.error_message().find("not a pkserve.v1.TopKRequest"), std::string::npos)
+            << status.error_message();
+      }
     }
   }
   // Valid requests with a few bytes flipped, cut short or extended: whatever still parses and
@@ -268,12 +273,13 @@ class RawStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::B
   std::promise<void> done_;
 };
 
-// Bytes that do not parse, sent on a TopKStream after one good request. What the server can do is
-// limited: gRPC's callback API reports a message it cannot parse to the service exactly as it
-// reports the caller's half-close (OnReadDone(false)), so the stream answers what came before and
-// ends. The server must not be harmed, and the request before the noise must be answered exactly.
-std::vector<grpc::Status> StreamsWithNoise(const std::string& target, std::mt19937_64& engine,
-                                           int rounds) {
+// Bytes that do not parse, sent on a TopKStream between two good requests. The service reads raw
+// bytes and parses them itself, so the noise gets its own answer, a StreamError INVALID_ARGUMENT
+// in its place in the stream, and the stream goes on: the requests before and after it are
+// answered exactly and the stream ends OK. Returns what each round's noise was answered with
+// (nullopt when it was not answered at all).
+std::vector<std::optional<v1::StreamError>> StreamsWithNoise(const std::string& target,
+                                                             std::mt19937_64& engine, int rounds) {
   google::protobuf::LogSilencer quiet;
   grpc::GenericStub stub(NewChannel(target));
   const pk::Problem problem = MakeProblem({128, 128}, 8, pk::DType::kFloat32);
@@ -286,36 +292,58 @@ std::vector<grpc::Status> StreamsWithNoise(const std::string& target, std::mt199
   const std::string noise = "\x0a\xff\xff\x03" + RandomBytes(engine, 40);
   v1::TopKRequest parsed;
   EXPECT_FALSE(parsed.ParseFromString(noise));
-  std::vector<grpc::Status> statuses;
+  std::vector<std::optional<v1::StreamError>> noise_answers;
   for (int round = 0; round < rounds; ++round) {
     RawStream stream(stub, {first_bytes, noise, after_bytes});
     std::vector<v1::TopKStreamResponse> answers;
-    statuses.push_back(stream.Await(&answers));
+    const grpc::Status status = stream.Await(&answers);
+    EXPECT_TRUE(status.ok()) << "the stream ended " << CodeName(status.error_code()) << " '"
+                             << status.error_message() << "'";
     if (answers.empty() || !answers[0].has_result()) {
       ADD_FAILURE() << "the request before the noise was not answered";
+      noise_answers.push_back(std::nullopt);
       continue;
     }
     EXPECT_EQ(CheckResponse(first, answers[0].result()), "");
-    EXPECT_LE(answers.size(), 1u) << "the stream went on past the noise";
+    noise_answers.push_back(answers.size() > 1 && answers[1].has_error()
+                                ? std::optional(answers[1].error())
+                                : std::nullopt);
+    if (answers.size() != 3) {
+      ADD_FAILURE() << "3 answers expected (request, noise, request), got " << answers.size();
+      continue;
+    }
+    if (!answers[2].has_result()) {
+      ADD_FAILURE() << "the request after the noise failed: " << answers[2].error().message();
+      continue;
+    }
+    EXPECT_EQ(answers[2].request_id(), "after");
+    EXPECT_EQ(CheckResponse(after, answers[2].result()), "");
   }
-  return statuses;
+  return noise_answers;
 }
 
-TEST_F(AbuseTest, NoiseOnAStreamEndsThatStreamAndHarmsNothingElse) {
+TEST_F(AbuseTest, NoiseOnAStreamIsAnsweredInPlaceAndTheStreamGoesOn) {
   StartServer();
-  const std::vector<grpc::Status> statuses = StreamsWithNoise(server_->target(), engine_, 20);
-  std::cout << "a stream with noise after one request ends " << CodeName(statuses[0].error_code())
-            << " '" << statuses[0].error_message() << "'\n";
+  const std::vector<std::optional<v1::StreamError>> noise_answers =
+      StreamsWithNoise(server_->target(), engine_, 20);
+  if (noise_answers[0].has_value()) {
+    std::cout << "noise on a stream is answered " << noise_answers[0]->code() << " '"
+              << noise_answers[0]->message() << "'\n";
+  }
   ExpectUnharmed();
 }
 
-// What it should do, once TopKStream reads raw bytes and parses them itself: answer the noise with
-// a StreamError INVALID_ARGUMENT and go on (or at least end the stream with an error). Today the
-// stream ends OK, and the caller learns of the lost message only by the missing answer.
-TEST_F(AbuseTest, DISABLED_NoiseOnAStreamIsNotReportedAsSuccess) {
+// Before the service parsed messages itself, gRPC reported noise on a stream to the service as
+// the caller's half-close: the stream ended OK and the noise, and every request after it, went
+// unanswered.
+TEST_F(AbuseTest, NoiseOnAStreamIsNotReportedAsSuccess) {
   StartServer();
-  for (const grpc::Status& status : StreamsWithNoise(server_->target(), engine_, 3)) {
-    EXPECT_FALSE(status.ok()) << "a stream whose message could not be parsed ended OK";
+  for (const std::optional<v1::StreamError>& error :
+       StreamsWithNoise(server_->target(), engine_, 3)) {
+    ASSERT_TRUE(error.has_value()) << "the noise got no StreamError";
+    EXPECT_EQ(error->code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+    EXPECT_NE(error->message().find("not a pkserve.v1.TopKRequest"), std::string::npos)
+        << error->message();
   }
   ExpectUnharmed();
 }
