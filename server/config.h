@@ -44,7 +44,7 @@ struct ServerConfig {
   int max_streams_per_connection = 256;          // HTTP/2 concurrent streams of one connection
   bool http2_bdp_probe = false;                  // let gRPC widen windows past 64 KiB a stream
   size_t max_open_streams = 1024;                // TopKStream calls open at once, in all
-  size_t max_stream_pending_bytes = 16 << 20;    // per TopKStream: read and not yet written
+  size_t max_stream_pending_bytes = 4 << 20;     // per TopKStream: read and not yet written
 
   absl::Duration drain_timeout = absl::Seconds(30);  // SIGTERM to exit, at most
   // How long a draining server keeps answering (NOT_SERVING, UNAVAILABLE) before it closes its

@@ -53,7 +53,7 @@ ABSL_FLAG(bool, http2_bdp_probe, false,
 ABSL_FLAG(uint64_t, max_open_streams, 1024,
           "TopKStream calls open at once in the whole server; past it a new stream ends at once "
           "with RESOURCE_EXHAUSTED");
-ABSL_FLAG(uint64_t, max_stream_pending_bytes, 16 << 20,
+ABSL_FLAG(uint64_t, max_stream_pending_bytes, 4 << 20,
           "per TopKStream: bytes of requests read and answers not yet written, about; past it the "
           "stream stops reading until its caller reads (one request always fits)");
 ABSL_FLAG(double, drain_timeout_s, 30,

@@ -35,9 +35,9 @@ namespace pkserve {
 class TopKStreamRegistry;
 
 struct StreamLimits {
-  size_t max_pending_requests = 128;    // read and not yet written, per stream
-  size_t max_pending_bytes = 16 << 20;  // their messages and answers; one request always fits
-  size_t max_open_streams = 1024;       // in the whole server
+  size_t max_pending_requests = 128;   // read and not yet written, per stream
+  size_t max_pending_bytes = 4 << 20;  // their messages and answers; one request always fits
+  size_t max_open_streams = 1024;      // in the whole server
 };
 
 class TopKStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
