@@ -457,5 +457,66 @@ TEST(CallerShare, AFloodingStreamCannotStarveASecondCaller) {
   EXPECT_TRUE(flood->Finish().ok());
 }
 
+// Past --max_open_streams a new stream ends at once with RESOURCE_EXHAUSTED naming the flag; once
+// one closes, a new one is served.
+TEST(StreamLimits, StreamsPastMaxOpenStreamsAreRefusedAtOnce) {
+  ServerConfig config = LoopbackConfig();
+  config.max_open_streams = 2;
+  std::unique_ptr<Server> server = StartServer(config);
+  ASSERT_NE(server, nullptr);
+  auto stub = testing::NewStub(*server);
+  std::mt19937_64 engine(5);
+  const v1::TopKRequest request =
+      RandomRequest(MakeProblem({64, 64}, 8, pk::DType::kFloat32), 2, engine, "r");
+  const auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(30); };
+  // Two open streams, each known to the server (it answered one request on each).
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::TopKRequest, v1::TopKStreamResponse>>>
+      open;
+  for (int i = 0; i < 2; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(deadline());
+    open.push_back(stub->TopKStream(contexts.back().get()));
+    ASSERT_TRUE(open.back()->Write(request));
+    v1::TopKStreamResponse answer;
+    ASSERT_TRUE(open.back()->Read(&answer));
+    ASSERT_TRUE(answer.has_result()) << answer.error().message();
+  }
+  grpc::ClientContext refused_context;
+  refused_context.set_deadline(deadline());
+  auto refused = stub->TopKStream(&refused_context);
+  refused->Write(request);
+  refused->WritesDone();
+  v1::TopKStreamResponse answer;
+  EXPECT_FALSE(refused->Read(&answer)) << "a stream past --max_open_streams was answered";
+  const grpc::Status status = refused->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_NE(status.error_message().find("--max_open_streams"), std::string::npos)
+      << status.error_message();
+
+  open[0]->WritesDone();
+  EXPECT_FALSE(open[0]->Read(&answer));
+  EXPECT_TRUE(open[0]->Finish().ok());
+  // The server forgets a stream when gRPC is done with it, a moment after the caller's Finish.
+  grpc::Status later;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    grpc::ClientContext context;
+    context.set_deadline(deadline());
+    auto stream = stub->TopKStream(&context);
+    stream->Write(request);
+    stream->WritesDone();
+    while (stream->Read(&answer)) {
+    }
+    later = stream->Finish();
+    if (later.ok()) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(later.ok()) << later.error_message();
+  open[1]->WritesDone();
+  while (open[1]->Read(&answer)) {
+  }
+  EXPECT_TRUE(open[1]->Finish().ok());
+}
+
 }  // namespace
 }  // namespace pkserve
