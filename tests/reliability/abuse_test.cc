@@ -28,9 +28,9 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "server/validation.h"
-#include "tests/reliability/child_server.h"
 #include "tests/reliability/probe.h"
 #include "tests/reliability/raw_http2.h"
+#include "tests/server/pkserve_process.h"
 #include "tests/server/test_support.h"
 
 namespace pkserve {

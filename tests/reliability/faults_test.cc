@@ -22,8 +22,8 @@
 #include "kernels/cpu/topk_cpu.h"
 #include "server/cpu_executor.h"
 #include "server/fault_injection.h"
-#include "tests/reliability/child_server.h"
 #include "tests/reliability/probe.h"
+#include "tests/server/pkserve_process.h"
 #include "tests/server/test_support.h"
 
 namespace pkserve {

@@ -17,9 +17,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "server/cpu_executor.h"
-#include "tests/reliability/child_server.h"
 #include "tests/reliability/load.h"
 #include "tests/reliability/raw_http2.h"
+#include "tests/server/pkserve_process.h"
 #include "tests/server/test_support.h"
 
 namespace pkserve {

@@ -23,7 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "tests/reliability/child_server.h"
+#include "tests/server/pkserve_process.h"
 
 namespace pkserve {
 namespace {

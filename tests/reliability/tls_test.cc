@@ -13,7 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
-#include "tests/reliability/child_server.h"
+#include "tests/server/pkserve_process.h"
 #include "tests/server/test_support.h"
 
 namespace pkserve {

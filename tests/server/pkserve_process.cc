@@ -3,13 +3,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -43,23 +44,49 @@ int64_t NumberAfter(const std::string& text, const std::string& prefix) {
   return number;
 }
 
+bool Sanitized() {
+#if defined(PK_SANITIZED)
+  return true;
+#else
+  return false;
+#endif
+}
+
+pid_t SpawnChild(const std::vector<std::string>& args, const std::string& output) {
+  // Everything the child needs is made before fork(): after it, only async-signal-safe calls.
+  std::vector<char*> argv;
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  const int output_fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (output_fd < 0) {
+    ADD_FAILURE() << "cannot write " << output << ": " << std::strerror(errno);
+    return -1;
+  }
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the test died before the line above
+    dup2(output_fd, STDOUT_FILENO);
+    dup2(output_fd, STDERR_FILENO);
+    execve(argv[0], argv.data(), environ);
+    _exit(127);
+  }
+  close(output_fd);
+  if (pid < 0) {
+    ADD_FAILURE() << "cannot start " << args[0] << ": " << std::strerror(errno);
+    return -1;
+  }
+  return pid;
+}
+
 PkserveProcess::PkserveProcess(const std::string& binary, const std::vector<std::string>& flags) {
   static std::atomic<int> sequence{0};
   log_path_ = absl::StrCat(::testing::TempDir(), "pkserve_", getpid(), "_", sequence++, ".log");
   std::vector<std::string> args = {binary};
   args.insert(args.end(), flags.begin(), flags.end());
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path_.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  const int error = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (error != 0) {
-    ADD_FAILURE() << "cannot start " << binary << ": " << std::strerror(error);
+  pid_ = SpawnChild(args, log_path_);
+  if (pid_ <= 0) {
     pid_ = -1;
     exited_ = true;
   }
@@ -105,6 +132,37 @@ std::optional<int> PkserveProcess::WaitExit(absl::Duration timeout) {
   while (running() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
   if (!exited_) return std::nullopt;
   return wait_status_;
+}
+
+int64_t PkserveProcess::StatusField(const char* name) const {
+  if (pid_ <= 0 || exited_) return -1;
+  const std::string status = ReadFile(absl::StrCat("/proc/", pid_, "/status"));
+  const size_t at = status.find(absl::StrCat(name, ":"));
+  if (at == std::string::npos) return -1;
+  size_t begin = at + std::strlen(name) + 1;
+  while (begin < status.size() && std::isspace(static_cast<unsigned char>(status[begin]))) ++begin;
+  return NumberAfter(status.substr(begin), "");
+}
+
+int64_t PkserveProcess::PeakRssKib() const { return StatusField("VmHWM"); }
+int64_t PkserveProcess::RssKib() const { return StatusField("VmRSS"); }
+
+namespace {
+
+std::vector<std::string> LoopbackFlags(const std::vector<std::string>& flags) {
+  // No metrics port unless a test asks for one (its default, 9090, may be taken).
+  std::vector<std::string> all = {"--address=127.0.0.1:0", "--metrics_address="};
+  all.insert(all.end(), flags.begin(), flags.end());
+  return all;
+}
+
+}  // namespace
+
+ChildServer::ChildServer(const std::string& binary, const std::vector<std::string>& flags)
+    : PkserveProcess(binary, LoopbackFlags(flags)) {
+  if (!WaitServing(absl::Seconds(20), /*metrics=*/false)) {
+    ADD_FAILURE() << "pkserve did not start; its log:\n" << log();
+  }
 }
 
 }  // namespace pkserve::testing

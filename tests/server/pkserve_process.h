@@ -1,10 +1,15 @@
-// The pkserve binary as a child process on loopback, for tests that need the real process: its
-// flags, its log, its exit status, signals. The gRPC and metrics ports are the ones it logs (pass
-// port 0 to let it pick). Only the child this object started is ever signalled.
+// The pkserve binary (or any helper program) as a child process of a test, for what only a process
+// has: its flags, its log, its exit status, signals, its memory (/proc/PID/status). Used by
+// tests/server, tests/reliability and tests/scaleout.
+//
+// Every child is started by SpawnChild: the kernel kills it (SIGKILL) if the test process dies
+// first, so a test killed on timeout leaves nothing behind. Only the child an object started is
+// ever signalled or killed.
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,7 +43,14 @@ class PkserveProcess {
   // Waits for the exit: its wait status, or nothing on timeout.
   std::optional<int> WaitExit(absl::Duration timeout);
 
+  // From /proc/PID/status, in KiB: the peak resident set (VmHWM) and the current one (VmRSS);
+  // -1 once the child is gone.
+  int64_t PeakRssKib() const;
+  int64_t RssKib() const;
+
  private:
+  int64_t StatusField(const char* name) const;
+
   std::string log_path_;
   pid_t pid_ = -1;
   int port_ = 0;
@@ -47,7 +59,23 @@ class PkserveProcess {
   int wait_status_ = 0;
 };
 
+// A pkserve on a free loopback port with no metrics endpoint unless `flags` ask for one:
+// `binary --address=127.0.0.1:0 --metrics_address= <flags>`, waited for (up to 20 s) until it
+// serves. On failure port() is 0 and the test has a failure recorded, with the log.
+class ChildServer : public PkserveProcess {
+ public:
+  ChildServer(const std::string& binary, const std::vector<std::string>& flags);
+};
+
+// Starts `args` (args[0] the binary) with stdout and stderr into the file `output`, as a child that
+// the kernel kills (SIGKILL) if this test process dies first. Returns its pid, or -1 (and a test
+// failure).
+pid_t SpawnChild(const std::vector<std::string>& args, const std::string& output);
+
 // The integer right after the first `prefix` in `text`, or -1.
 int64_t NumberAfter(const std::string& text, const std::string& prefix);
+
+// Whether this build runs under a sanitizer (PK_SANITIZE): memory and time bounds then widen.
+bool Sanitized();
 
 }  // namespace pkserve::testing
