@@ -78,6 +78,9 @@ TEST(Overload, TenTimesCapacityIsRefusedFastWithBoundedMemoryAndLatency) {
                                       absl::StrCat("--max_queued_rows=", kMaxQueuedRows),
                                       absl::StrCat("--max_rows_per_request=", kRowsPerRequest),
                                       absl::StrCat("--max_queue_delay_us=", kMaxQueueDelayUs),
+                                      // The shared queue's bound is what this test checks: no
+                                      // per-caller share below it (CallerShare tests that).
+                                      absl::StrCat("--max_caller_queued_rows=", kMaxQueuedRows * 4),
                                       "--metrics_address=127.0.0.1:0"});
   ASSERT_GT(server.port(), 0);
   const int metrics_port =
