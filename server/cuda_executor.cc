@@ -44,6 +44,9 @@ absl::Status CudaError(cudaError_t error, const char* what, int device) {
                                           ")"));
 }
 
+// The copy in goes to the device in pieces of this size, each gathered just before it is sent.
+constexpr size_t kCopyInChunk = size_t{1} << 20;
+
 // Errors after which the device's context is unusable until the process ends.
 bool IsStickyError(cudaError_t error) {
   switch (error) {
@@ -315,9 +318,13 @@ BatchOutcome CudaExecutor::RunOnLane(Lane& lane, Batch& batch) {
   const uint64_t sequence = ++batches_run_;
 
   cudaError_t error = cudaEventRecord(lane.start.handle, stream);
-  if (error == cudaSuccess) {
-    error =
-        cudaMemcpyAsync(on_device, lane.host.data, layout.scores, cudaMemcpyHostToDevice, stream);
+  // The copy in, in chunks: while the device pulls one chunk out of the pinned staging, this
+  // thread gathers the next one from the requests.
+  for (size_t begin = 0; begin < layout.scores && error == cudaSuccess; begin += kCopyInChunk) {
+    const size_t end = std::min(layout.scores, begin + kCopyInChunk);
+    batch.GatherScores(begin, end);
+    error = cudaMemcpyAsync(on_device + begin, lane.host.data + begin, end - begin,
+                            cudaMemcpyHostToDevice, stream);
   }
   if (error == cudaSuccess) {
     if (options_.inject_failure_every > 0 && sequence % options_.inject_failure_every == 0) {

@@ -1,7 +1,8 @@
 // The CUDA executor: per device, `streams` lanes, each a CUDA stream with its own pinned host
-// staging and device buffers, sized once at start and reused. A lane takes one batch at a time:
-// copy in, kernel, copy out on its stream, then completes the batch from its own thread. Lanes of
-// one device overlap each other's copies and kernels.
+// staging and device buffers, sized once at start and reused. A lane takes one batch at a time,
+// on its own thread: gathers the requests' rows into its pinned staging in 1 MiB pieces, each sent
+// to the device as soon as it is gathered, then kernel and copy out on its stream, then completes
+// the batch. Lanes of one device overlap each other's gathers, copies and kernels.
 //
 // A CUDA error fails the batch with INTERNAL and is logged. An error that leaves the device's
 // context unusable (a kernel fault, a lost device) takes every lane of that device out of
@@ -27,7 +28,7 @@ class CudaExecutor final : public Executor {
  public:
   struct Options {
     std::vector<int> devices;  // CUDA device ordinals; empty = all
-    int streams = 2;           // lanes per device
+    int streams = 4;           // lanes per device
     // Per lane, for the scores, values and slots of one batch together, on the host (pinned)
     // and on the device alike.
     size_t staging_bytes = size_t{64} << 20;
