@@ -4,6 +4,8 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -42,6 +44,15 @@ absl::Status CudaError(cudaError_t error, const char* what, int device) {
   return absl::InternalError(absl::StrCat("cuda device ", device, ": ", what, ": ",
                                           cudaGetErrorName(error), " (", cudaGetErrorString(error),
                                           ")"));
+}
+
+// How long a lane thread with nothing to do spins before it sleeps.
+constexpr std::chrono::microseconds kSpinBeforeSleep{200};
+
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
 }
 
 // The copy in goes to the device in pieces of this size, each gathered just before it is sent.
@@ -112,7 +123,9 @@ struct CudaExecutor::Lane {
   Event start;
   Event stop;
 
-  // The lane's mailbox: at most one batch, since a lane's batch holds the lane.
+  // The lane's mailbox: at most one batch, since a lane's batch holds the lane. `posted` mirrors
+  // `batch != nullptr` for the lane thread's spin, without the mutex.
+  std::atomic<bool> posted{false};
   std::mutex mutex;
   std::condition_variable ready;
   std::unique_ptr<Batch> batch;
@@ -193,6 +206,11 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const Options
     }
     executor->devices_.push_back(std::move(device));
   }
+  for (int s = 0; s < options.streams; ++s) {
+    for (size_t d = 0; d < executor->devices_.size(); ++d) {
+      executor->lane_order_.push_back(static_cast<int>(d) * options.streams + s);
+    }
+  }
   {
     absl::MutexLock lock(&executor->mu_);
     executor->lane_in_use_.assign(executor->lanes_.size(), false);
@@ -250,16 +268,14 @@ absl::StatusOr<std::unique_ptr<Batch>> CudaExecutor::NewBatch(const pk::Problem&
   Lane* chosen = nullptr;
   {
     absl::MutexLock lock(&mu_);
-    // Round robin, preferring lanes of devices in service; a lane of a failed device is handed
-    // out only when no other is free, and its batch then fails at once.
+    // The first free lane in lane_order_, preferring lanes of devices in service; a lane of a
+    // failed device is handed out only when no other is free, and its batch then fails at once.
     for (int pass = 0; pass < 2 && chosen == nullptr; ++pass) {
-      for (size_t step = 0; step < lanes_.size(); ++step) {
-        const size_t index = (next_lane_ + step) % lanes_.size();
+      for (const int index : lane_order_) {
         if (lane_in_use_[index]) continue;
         if (pass == 0 && lanes_[index]->device->failed) continue;
         chosen = lanes_[index].get();
         lane_in_use_[index] = true;
-        next_lane_ = index + 1;
         break;
       }
     }
@@ -281,6 +297,7 @@ void CudaExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done) {
     std::lock_guard lock(lane.mutex);
     lane.batch = std::move(batch);
     lane.done = std::move(done);
+    lane.posted.store(true, std::memory_order_release);
   }
   lane.ready.notify_one();
 }
@@ -290,12 +307,21 @@ void CudaExecutor::LaneLoop(Lane& lane) {
   while (true) {
     std::unique_ptr<Batch> batch;
     BatchDone done;
+    // Under steady traffic the next batch usually comes within a round trip of the last one, and
+    // a sleeping thread takes tens of microseconds to wake: spin a little before sleeping. An
+    // idle server spins for nothing.
+    const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+    while (!lane.posted.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < spin_until) {
+      CpuRelax();
+    }
     {
       std::unique_lock lock(lane.mutex);
       lane.ready.wait(lock, [&] { return lane.stopping || lane.batch != nullptr; });
       if (lane.batch == nullptr) return;  // stopping with nothing left
       batch = std::move(lane.batch);
       done = std::move(lane.done);
+      lane.posted.store(false, std::memory_order_relaxed);
     }
     BatchOutcome outcome = RunOnLane(lane, *batch);
     outcome.device = lane.device->index;

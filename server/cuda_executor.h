@@ -2,7 +2,9 @@
 // staging and device buffers, sized once at start and reused. A lane takes one batch at a time,
 // on its own thread: gathers the requests' rows into its pinned staging in 1 MiB pieces, each sent
 // to the device as soon as it is gathered, then kernel and copy out on its stream, then completes
-// the batch. Lanes of one device overlap each other's gathers, copies and kernels.
+// the batch. Lanes of one device overlap each other's gathers, copies and kernels. A lane thread
+// spins for up to 200 us after a batch before it sleeps, and new batches go to the first free
+// lane, so that a steady trickle of requests finds a lane awake (an idle server does not spin).
 //
 // A CUDA error fails the batch with INTERNAL and is logged. An error that leaves the device's
 // context unusable (a kernel fault, a lost device) takes every lane of that device out of
@@ -69,7 +71,10 @@ class CudaExecutor final : public Executor {
 
   absl::Mutex mu_;
   std::vector<bool> lane_in_use_ ABSL_GUARDED_BY(mu_);
-  size_t next_lane_ ABSL_GUARDED_BY(mu_) = 0;  // round robin over devices
+  // The order NewBatch tries lanes in: first stream of each device, then the second, and so on.
+  // The first free one is taken, so that under light traffic the same lane (still spinning, see
+  // LaneLoop) takes the next batch, and under heavy traffic the devices share the load.
+  std::vector<int> lane_order_;
 };
 
 }  // namespace pkserve
