@@ -268,8 +268,14 @@ absl::StatusOr<std::unique_ptr<Batch>> CudaExecutor::NewBatch(const pk::Problem&
   Lane* chosen = nullptr;
   {
     absl::MutexLock lock(&mu_);
-    // The first free lane in lane_order_, preferring lanes of devices in service; a lane of a
-    // failed device is handed out only when no other is free, and its batch then fails at once.
+    // The spinning lane if it is free, else the first free lane in lane_order_, preferring lanes
+    // of devices in service; a lane of a failed device is handed out only when no other is free,
+    // and its batch then fails at once.
+    const int spinning = spinning_lane_.load(std::memory_order_relaxed);
+    if (spinning >= 0 && !lane_in_use_[spinning] && !lanes_[spinning]->device->failed) {
+      chosen = lanes_[spinning].get();
+      lane_in_use_[spinning] = true;
+    }
     for (int pass = 0; pass < 2 && chosen == nullptr; ++pass) {
       for (const int index : lane_order_) {
         if (lane_in_use_[index]) continue;
@@ -308,12 +314,16 @@ void CudaExecutor::LaneLoop(Lane& lane) {
     std::unique_ptr<Batch> batch;
     BatchDone done;
     // Under steady traffic the next batch usually comes within a round trip of the last one, and
-    // a sleeping thread takes tens of microseconds to wake: spin a little before sleeping. An
-    // idle server spins for nothing.
-    const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
-    while (!lane.posted.load(std::memory_order_acquire) &&
-           std::chrono::steady_clock::now() < spin_until) {
-      CpuRelax();
+    // a sleeping thread takes tens of microseconds to wake: spin a little before sleeping, if no
+    // other lane is spinning. An idle server spins for nothing.
+    int none = -1;
+    if (spinning_lane_.compare_exchange_strong(none, lane.index, std::memory_order_relaxed)) {
+      const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+      while (!lane.posted.load(std::memory_order_acquire) &&
+             std::chrono::steady_clock::now() < spin_until) {
+        CpuRelax();
+      }
+      spinning_lane_.store(-1, std::memory_order_relaxed);
     }
     {
       std::unique_lock lock(lane.mutex);

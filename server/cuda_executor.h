@@ -3,8 +3,9 @@
 // on its own thread: gathers the requests' rows into its pinned staging in 1 MiB pieces, each sent
 // to the device as soon as it is gathered, then kernel and copy out on its stream, then completes
 // the batch. Lanes of one device overlap each other's gathers, copies and kernels. A lane thread
-// spins for up to 200 us after a batch before it sleeps, and new batches go to the first free
-// lane, so that a steady trickle of requests finds a lane awake (an idle server does not spin).
+// spins for up to 200 us after a batch before it sleeps (one lane at a time), and the next batch
+// goes to the spinning lane when it is free, so that a steady trickle of requests finds a lane
+// awake; an idle server does not spin, and a busy one spends at most one core on it.
 //
 // A CUDA error fails the batch with INTERNAL and is logged. An error that leaves the device's
 // context unusable (a kernel fault, a lost device) takes every lane of that device out of
@@ -75,6 +76,9 @@ class CudaExecutor final : public Executor {
   // The first free one is taken, so that under light traffic the same lane (still spinning, see
   // LaneLoop) takes the next batch, and under heavy traffic the devices share the load.
   std::vector<int> lane_order_;
+  // The lane whose thread is spinning for its next batch (LaneLoop), or -1: at most one spins, and
+  // NewBatch hands it the next batch when it is free.
+  std::atomic<int> spinning_lane_{-1};
 };
 
 }  // namespace pkserve
