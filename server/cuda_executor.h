@@ -5,7 +5,9 @@
 // the batch. Lanes of one device overlap each other's gathers, copies and kernels. A lane thread
 // spins for up to 200 us after a batch before it sleeps (one lane at a time), and the next batch
 // goes to the spinning lane when it is free, so that a steady trickle of requests finds a lane
-// awake; an idle server does not spin, and a busy one spends at most one core on it.
+// awake; an idle server does not spin, and a busy one spends at most one core on it. While its
+// batch runs, a lane polls for 100 us (a small batch is done by then), then sleeps until the
+// device finishes.
 //
 // A CUDA error fails the batch with INTERNAL and is logged. An error that leaves the device's
 // context unusable (a kernel fault, a lost device) takes every lane of that device out of
