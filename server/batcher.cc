@@ -85,7 +85,7 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Work> work) {
   key.k = problem.k;
   key.dtype = problem.dtype;
 
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   if (!accepting_) return absl::UnavailableError("the server is shutting down");
   if (queued_rows_ + work->rows > options_.max_queued_rows) {
     ++stats_.requests_rejected_full;
@@ -110,7 +110,28 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Work> work) {
   queue.entries.push_back(std::move(tracked));
   ++open_work_;
   ++stats_.requests_accepted;
-  wake_.Signal();
+
+  // A lone request on an idle executor goes out at once from this thread (a light-load request
+  // then skips the hop through the batcher thread). Its staging is taken under the lock, so that
+  // nothing can fail once the rows are planned.
+  std::optional<std::pair<Plan, std::unique_ptr<Batch>>> direct;
+  if (in_flight_ == 0 && queues_.size() == 1 && queue.entries.size() == 1) {
+    absl::StatusOr<std::unique_ptr<Batch>> batch = executor_.NewBatch(
+        queue.problem, std::min<size_t>(queue.rows, queue.batch_capacity));
+    if (batch.ok()) {
+      Plan plan;
+      plan.problem = queue.problem;
+      AddFrontLocked(queue, now, plan);
+      EraseEmptyQueuesLocked();
+      ++in_flight_;
+      direct.emplace(std::move(plan), std::move(batch).value());
+    }
+  }
+  // The batcher thread handles the rest: anything not sent here, or rows of a request larger than
+  // a batch.
+  if (!queues_.empty()) wake_.Signal();
+  lock.Release();
+  if (direct.has_value()) Dispatch(std::move(direct->first), std::move(direct->second));
   return absl::OkStatus();
 }
 
@@ -203,23 +224,28 @@ std::optional<Batcher::Plan> Batcher::TakeBatchLocked(absl::Time now, absl::Time
       chosen->entries.pop_front();
       continue;
     }
-    const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(
-        tracked->work->rows - tracked->next_row, chosen->batch_capacity - plan.rows));
-    plan.segments.push_back(Segment{tracked, tracked->next_row, rows});
-    plan.rows += rows;
-    if (!tracked->any_dispatched) {
-      tracked->any_dispatched = true;
-      tracked->dispatched = now;
-    }
-    tracked->next_row += rows;
-    chosen->rows -= rows;
-    queued_rows_ -= rows;
-    if (tracked->next_row == tracked->work->rows) chosen->entries.pop_front();
+    AddFrontLocked(*chosen, now, plan);
   }
   EraseEmptyQueuesLocked();
   if (plan.segments.empty()) return std::nullopt;
   ++in_flight_;
   return plan;
+}
+
+void Batcher::AddFrontLocked(ShapeQueue& queue, absl::Time now, Plan& plan) {
+  const std::shared_ptr<Tracked> tracked = queue.entries.front();
+  const uint32_t rows = static_cast<uint32_t>(
+      std::min<size_t>(tracked->work->rows - tracked->next_row, queue.batch_capacity - plan.rows));
+  plan.segments.push_back(Segment{tracked, tracked->next_row, rows});
+  plan.rows += rows;
+  if (!tracked->any_dispatched) {
+    tracked->any_dispatched = true;
+    tracked->dispatched = now;
+  }
+  tracked->next_row += rows;
+  queue.rows -= rows;
+  queued_rows_ -= rows;
+  if (tracked->next_row == tracked->work->rows) queue.entries.pop_front();
 }
 
 void Batcher::DropLocked(ShapeQueue& queue, Tracked& tracked, const absl::Status& status,
@@ -280,16 +306,20 @@ void Batcher::Send(Plan plan) {
     OnBatchDone(plan, nullptr, BatchOutcome{batch.status(), absl::ZeroDuration()});
     return;
   }
-  // The one copy in: each request's rows, back to back, into the executor's staging.
+  Dispatch(std::move(plan), std::move(batch).value());
+}
+
+void Batcher::Dispatch(Plan plan, std::unique_ptr<Batch> batch) {
+  // Where each request's rows are; the executor makes the one copy in, on its own threads.
   const size_t row_bytes = plan.problem.row_bytes();
-  std::byte* staging = (*batch)->scores().data();
+  std::vector<std::span<const std::byte>> sources;
+  sources.reserve(plan.segments.size());
   for (const Segment& segment : plan.segments) {
-    const size_t bytes = size_t{segment.rows} * row_bytes;
-    std::memcpy(staging, segment.tracked->work->scores.data() + segment.first_row * row_bytes,
-                bytes);
-    staging += bytes;
+    sources.push_back(segment.tracked->work->scores.subspan(size_t{segment.first_row} * row_bytes,
+                                                            size_t{segment.rows} * row_bytes));
   }
-  executor_.Submit(std::move(*batch),
+  batch->set_sources(std::move(sources));
+  executor_.Submit(std::move(batch),
                    [this, plan = std::move(plan)](std::unique_ptr<Batch> done_batch,
                                                   BatchOutcome outcome) mutable {
                      OnBatchDone(plan, std::move(done_batch), outcome);

@@ -16,8 +16,10 @@
 // compute and answered DEADLINE_EXCEEDED / CANCELLED.
 //
 // Threads: Enqueue is called from gRPC threads; one batcher thread ("pk-batcher") forms batches
-// and copies request rows into the executor's staging; completions arrive on executor threads,
-// which copy the rows out to the requests and answer them.
+// and hands them to the executor, which copies the request rows into its staging on its own
+// threads; a lone request on an idle executor is handed over by the Enqueue call itself.
+// Completions arrive on executor threads, which copy the rows out to the requests and answer
+// them.
 #pragma once
 
 #include <array>
@@ -171,7 +173,14 @@ class Batcher {
   Answer FinishLocked(Tracked& tracked) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<Answer> answers) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Takes the front entry's next rows into `plan`, as many as the batch has room for.
+  void AddFrontLocked(ShapeQueue& queue, absl::Time now, Plan& plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Gets staging for `plan` and dispatches it; a batch the executor cannot stage fails its rows.
   void Send(Plan plan) ABSL_LOCKS_EXCLUDED(mu_);
+  // Names the plan's rows as the batch's sources and submits it.
+  void Dispatch(Plan plan, std::unique_ptr<Batch> batch) ABSL_LOCKS_EXCLUDED(mu_);
   void OnBatchDone(const Plan& plan, std::unique_ptr<Batch> batch, const BatchOutcome& outcome)
       ABSL_LOCKS_EXCLUDED(mu_);
 

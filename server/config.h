@@ -28,7 +28,7 @@ struct ServerConfig {
   Backend backend = Backend::kAuto;
   int threads = 0;           // CPU compute threads; 0 = one per hardware thread
   std::vector<int> devices;  // CUDA devices to use; empty = all
-  int streams = 2;           // CUDA streams per device
+  int streams = 4;           // CUDA streams per device
 
   uint32_t max_batch_rows = 1024;                            // rows in one batch, at most
   absl::Duration max_queue_delay = absl::Microseconds(500);  // longest wait for a batch to fill

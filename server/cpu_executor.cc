@@ -88,6 +88,8 @@ absl::StatusOr<std::unique_ptr<Batch>> CpuExecutor::NewBatch(const pk::Problem& 
 }
 
 void CpuExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done) {
+  // The copy in runs here, on the submitting thread, while the runner computes the batch before.
+  batch->GatherScores();
   absl::MutexLock lock(&mu_);
   submitted_.emplace_back(std::move(batch), std::move(done));
 }

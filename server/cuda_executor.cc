@@ -4,6 +4,8 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -43,6 +45,34 @@ absl::Status CudaError(cudaError_t error, const char* what, int device) {
                                           cudaGetErrorName(error), " (", cudaGetErrorString(error),
                                           ")"));
 }
+
+// How long a lane thread with nothing to do spins before it sleeps.
+constexpr std::chrono::microseconds kSpinBeforeSleep{200};
+
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// How long a lane polls for its batch to finish before it sleeps until it does: long enough for a
+// small batch (copies and kernel of 64 rows take about 30 us), short enough that large batches do
+// not hold a core each while the device works.
+constexpr std::chrono::microseconds kSpinForBatch{100};
+
+// Waits for `event` (created with cudaEventBlockingSync): polls for kSpinForBatch, then sleeps.
+cudaError_t WaitForEvent(cudaEvent_t event) {
+  const auto spin_until = std::chrono::steady_clock::now() + kSpinForBatch;
+  cudaError_t state = cudaEventQuery(event);
+  while (state == cudaErrorNotReady && std::chrono::steady_clock::now() < spin_until) {
+    CpuRelax();
+    state = cudaEventQuery(event);
+  }
+  return state == cudaErrorNotReady ? cudaEventSynchronize(event) : state;
+}
+
+// The copy in goes to the device in pieces of this size, each gathered just before it is sent.
+constexpr size_t kCopyInChunk = size_t{1} << 20;
 
 // Errors after which the device's context is unusable until the process ends.
 bool IsStickyError(cudaError_t error) {
@@ -109,7 +139,9 @@ struct CudaExecutor::Lane {
   Event start;
   Event stop;
 
-  // The lane's mailbox: at most one batch, since a lane's batch holds the lane.
+  // The lane's mailbox: at most one batch, since a lane's batch holds the lane. `posted` mirrors
+  // `batch != nullptr` for the lane thread's spin, without the mutex.
+  std::atomic<bool> posted{false};
   std::mutex mutex;
   std::condition_variable ready;
   std::unique_ptr<Batch> batch;
@@ -184,11 +216,19 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const Options
       error = cudaStreamCreateWithFlags(&lane->stream.handle, cudaStreamNonBlocking);
       if (error != cudaSuccess) return CudaError(error, "creating a stream", ordinal);
       error = cudaEventCreate(&lane->start.handle);
-      if (error == cudaSuccess) error = cudaEventCreate(&lane->stop.handle);
+      // The stop event blocks its waiter (WaitForEvent sleeps on it once spinning is over).
+      if (error == cudaSuccess) {
+        error = cudaEventCreateWithFlags(&lane->stop.handle, cudaEventBlockingSync);
+      }
       if (error != cudaSuccess) return CudaError(error, "creating events", ordinal);
       executor->lanes_.push_back(std::move(lane));
     }
     executor->devices_.push_back(std::move(device));
+  }
+  for (int s = 0; s < options.streams; ++s) {
+    for (size_t d = 0; d < executor->devices_.size(); ++d) {
+      executor->lane_order_.push_back(static_cast<int>(d) * options.streams + s);
+    }
   }
   {
     absl::MutexLock lock(&executor->mu_);
@@ -247,16 +287,20 @@ absl::StatusOr<std::unique_ptr<Batch>> CudaExecutor::NewBatch(const pk::Problem&
   Lane* chosen = nullptr;
   {
     absl::MutexLock lock(&mu_);
-    // Round robin, preferring lanes of devices in service; a lane of a failed device is handed
-    // out only when no other is free, and its batch then fails at once.
+    // The spinning lane if it is free, else the first free lane in lane_order_, preferring lanes
+    // of devices in service; a lane of a failed device is handed out only when no other is free,
+    // and its batch then fails at once.
+    const int spinning = spinning_lane_.load(std::memory_order_relaxed);
+    if (spinning >= 0 && !lane_in_use_[spinning] && !lanes_[spinning]->device->failed) {
+      chosen = lanes_[spinning].get();
+      lane_in_use_[spinning] = true;
+    }
     for (int pass = 0; pass < 2 && chosen == nullptr; ++pass) {
-      for (size_t step = 0; step < lanes_.size(); ++step) {
-        const size_t index = (next_lane_ + step) % lanes_.size();
+      for (const int index : lane_order_) {
         if (lane_in_use_[index]) continue;
         if (pass == 0 && lanes_[index]->device->failed) continue;
         chosen = lanes_[index].get();
         lane_in_use_[index] = true;
-        next_lane_ = index + 1;
         break;
       }
     }
@@ -278,6 +322,7 @@ void CudaExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done) {
     std::lock_guard lock(lane.mutex);
     lane.batch = std::move(batch);
     lane.done = std::move(done);
+    lane.posted.store(true, std::memory_order_release);
   }
   lane.ready.notify_one();
 }
@@ -287,12 +332,25 @@ void CudaExecutor::LaneLoop(Lane& lane) {
   while (true) {
     std::unique_ptr<Batch> batch;
     BatchDone done;
+    // Under steady traffic the next batch usually comes within a round trip of the last one, and
+    // a sleeping thread takes tens of microseconds to wake: spin a little before sleeping, if no
+    // other lane is spinning. An idle server spins for nothing.
+    int none = -1;
+    if (spinning_lane_.compare_exchange_strong(none, lane.index, std::memory_order_relaxed)) {
+      const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+      while (!lane.posted.load(std::memory_order_acquire) &&
+             std::chrono::steady_clock::now() < spin_until) {
+        CpuRelax();
+      }
+      spinning_lane_.store(-1, std::memory_order_relaxed);
+    }
     {
       std::unique_lock lock(lane.mutex);
       lane.ready.wait(lock, [&] { return lane.stopping || lane.batch != nullptr; });
       if (lane.batch == nullptr) return;  // stopping with nothing left
       batch = std::move(lane.batch);
       done = std::move(lane.done);
+      lane.posted.store(false, std::memory_order_relaxed);
     }
     BatchOutcome outcome = RunOnLane(lane, *batch);
     outcome.device = lane.device->index;
@@ -315,9 +373,13 @@ BatchOutcome CudaExecutor::RunOnLane(Lane& lane, Batch& batch) {
   const uint64_t sequence = ++batches_run_;
 
   cudaError_t error = cudaEventRecord(lane.start.handle, stream);
-  if (error == cudaSuccess) {
-    error =
-        cudaMemcpyAsync(on_device, lane.host.data, layout.scores, cudaMemcpyHostToDevice, stream);
+  // The copy in, in chunks: while the device pulls one chunk out of the pinned staging, this
+  // thread gathers the next one from the requests.
+  for (size_t begin = 0; begin < layout.scores && error == cudaSuccess; begin += kCopyInChunk) {
+    const size_t end = std::min(layout.scores, begin + kCopyInChunk);
+    batch.GatherScores(begin, end);
+    error = cudaMemcpyAsync(on_device + begin, lane.host.data + begin, end - begin,
+                            cudaMemcpyHostToDevice, stream);
   }
   if (error == cudaSuccess) {
     if (options_.inject_failure_every > 0 && sequence % options_.inject_failure_every == 0) {
@@ -333,10 +395,13 @@ BatchOutcome CudaExecutor::RunOnLane(Lane& lane, Batch& batch) {
                             layout.end - layout.values_offset, cudaMemcpyDeviceToHost, stream);
   }
   if (error == cudaSuccess) error = cudaEventRecord(lane.stop.handle, stream);
-  // Wait for the stream even after an enqueue error, so that no copy still runs into a buffer
-  // the next batch will use.
-  const cudaError_t sync_error = cudaStreamSynchronize(stream);
-  if (error == cudaSuccess) error = sync_error;
+  if (error == cudaSuccess) {
+    error = WaitForEvent(lane.stop.handle);
+  } else {
+    // Wait for the stream even after an enqueue error, so that no copy still runs into a buffer
+    // the next batch will use.
+    cudaStreamSynchronize(stream);
+  }
   if (error != cudaSuccess) {
     // A launch error is also left as the thread's last error; clear it for the next batch.
     cudaGetLastError();

@@ -1,7 +1,13 @@
 // The CUDA executor: per device, `streams` lanes, each a CUDA stream with its own pinned host
-// staging and device buffers, sized once at start and reused. A lane takes one batch at a time:
-// copy in, kernel, copy out on its stream, then completes the batch from its own thread. Lanes of
-// one device overlap each other's copies and kernels.
+// staging and device buffers, sized once at start and reused. A lane takes one batch at a time,
+// on its own thread: gathers the requests' rows into its pinned staging in 1 MiB pieces, each sent
+// to the device as soon as it is gathered, then kernel and copy out on its stream, then completes
+// the batch. Lanes of one device overlap each other's gathers, copies and kernels. A lane thread
+// spins for up to 200 us after a batch before it sleeps (one lane at a time), and the next batch
+// goes to the spinning lane when it is free, so that a steady trickle of requests finds a lane
+// awake; an idle server does not spin, and a busy one spends at most one core on it. While its
+// batch runs, a lane polls for 100 us (a small batch is done by then), then sleeps until the
+// device finishes.
 //
 // A CUDA error fails the batch with INTERNAL and is logged. An error that leaves the device's
 // context unusable (a kernel fault, a lost device) takes every lane of that device out of
@@ -27,7 +33,7 @@ class CudaExecutor final : public Executor {
  public:
   struct Options {
     std::vector<int> devices;  // CUDA device ordinals; empty = all
-    int streams = 2;           // lanes per device
+    int streams = 4;           // lanes per device
     // Per lane, for the scores, values and slots of one batch together, on the host (pinned)
     // and on the device alike.
     size_t staging_bytes = size_t{64} << 20;
@@ -68,7 +74,13 @@ class CudaExecutor final : public Executor {
 
   absl::Mutex mu_;
   std::vector<bool> lane_in_use_ ABSL_GUARDED_BY(mu_);
-  size_t next_lane_ ABSL_GUARDED_BY(mu_) = 0;  // round robin over devices
+  // The order NewBatch tries lanes in: first stream of each device, then the second, and so on.
+  // The first free one is taken, so that under light traffic the same lane (still spinning, see
+  // LaneLoop) takes the next batch, and under heavy traffic the devices share the load.
+  std::vector<int> lane_order_;
+  // The lane whose thread is spinning for its next batch (LaneLoop), or -1: at most one spins, and
+  // NewBatch hands it the next batch when it is free.
+  std::atomic<int> spinning_lane_{-1};
 };
 
 }  // namespace pkserve

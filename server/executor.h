@@ -2,10 +2,13 @@
 // shape and computes the top-k of every row (SPEC.md), asynchronously.
 //
 // A batch's life: Executor::NewBatch hands out staging memory the executor owns (pageable for the
-// CPU, pinned for CUDA) -> the batcher copies the rows of its requests into scores() (the one copy
-// in) -> Executor::Submit -> the executor fills values() and slots() and calls the completion on
-// one of its threads -> the batcher scatters each request's rows out (the one copy out) and
-// destroys the Batch, which hands the staging memory back.
+// CPU, pinned for CUDA) -> the batcher names where each request's rows are (set_sources) ->
+// Executor::Submit -> the executor copies the rows into scores() (the one copy in, GatherScores)
+// on a thread of its choosing, fills values() and slots() and calls the completion on one of its
+// threads -> the batcher scatters each request's rows out (the one copy out) and destroys the
+// Batch, which hands the staging memory back. The copy in is the executor's so that it runs off
+// the batcher's single thread: the CUDA executor does it on each stream's own thread, in chunks
+// that overlap the transfer to the device.
 //
 // Capacity: an executor holds at most max_in_flight() batches at once (CPU: a couple, so the next
 // batch is gathered while one computes; CUDA: devices x streams). The batcher never asks for more;
@@ -40,12 +43,22 @@ class Batch {
   const pk::Problem& problem() const { return problem_; }
   size_t rows() const { return rows_; }
 
-  // rows x problem.row_bytes(): written by the batcher before Submit, read by the executor.
+  // rows x problem.row_bytes(): the rows to compute, filled by GatherScores (or, when no sources
+  // were set, written directly by whoever submits the batch).
   std::span<std::byte> scores() const { return scores_; }
   // rows x problem.out_value_bytes(), each row in slot order: written by the executor.
   std::span<std::byte> values() const { return values_; }
   // rows x problem.kk() slots, ascending within each row: written by the executor.
   std::span<uint32_t> slots() const { return slots_; }
+
+  // Where the rows come from: whole rows, in batch order, rows x problem.row_bytes() bytes in all.
+  // The memory must stay valid until the batch completes. Set before Submit.
+  void set_sources(std::vector<std::span<const std::byte>> sources);
+  bool has_sources() const { return !sources_.empty(); }
+  // Copies bytes [begin, end) of the sources, taken back to back, to the same bytes of scores();
+  // a no-op without sources. Executors call it before computing, whole or in chunks.
+  void GatherScores(size_t begin, size_t end) const;
+  void GatherScores() const { GatherScores(0, scores_.size()); }
 
  protected:
   // The spans must cover exactly the sizes above and stay valid until the Batch is destroyed.
@@ -59,6 +72,7 @@ class Batch {
   std::span<std::byte> scores_;
   std::span<std::byte> values_;
   std::span<uint32_t> slots_;
+  std::vector<std::span<const std::byte>> sources_;
 };
 
 // How a batch went.

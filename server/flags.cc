@@ -26,7 +26,7 @@ ABSL_FLAG(std::string, backend, "auto",
 ABSL_FLAG(int32_t, threads, 0, "CPU compute threads; 0 = one per hardware thread");
 ABSL_FLAG(std::string, devices, "all",
           "CUDA devices to use: 'all' or a comma-separated list of device numbers (cuda backend)");
-ABSL_FLAG(int32_t, streams, 2, "CUDA streams per device (cuda backend)");
+ABSL_FLAG(int32_t, streams, 4, "CUDA streams per device (cuda backend)");
 ABSL_FLAG(uint32_t, max_batch_rows, 1024, "most rows in one batch");
 ABSL_FLAG(int64_t, max_queue_delay_us, 500,
           "longest a request waits for its batch to fill while the executor is busy (an idle "

@@ -1,5 +1,6 @@
 // pkserve: parses the flags, sets up logging, starts the server, and drains it on SIGINT/SIGTERM.
 // A second signal during the drain exits at once.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/flags/parse.h"
+#include "absl/synchronization/mutex.h"
 #include "server/flags.h"
 #include "server/logging.h"
 #include "server/server.h"
@@ -43,6 +45,15 @@ const char* SignalName(int signal_number) {
 
 int main(int argc, char** argv) {
   const sigset_t signals = BlockShutdownSignals();
+  // Debian builds abseil without NDEBUG, so each absl::Mutex lock (gRPC's own included) would
+  // update a lock graph for deadlock detection: a cost on every request, not worth it in service.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // glibc gives every block over 128 KiB (a parsed request of 32 rows or more) a fresh mmap(), and
+  // returns it on free, so each large request pays its page faults again. Keep such blocks in the
+  // heap: requests are at most --max_message_bytes (64 MiB by default) and the queue bounds how
+  // many are held at once.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
 
   pkserve::SetUpFlagsUsage();
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);

@@ -92,6 +92,40 @@ const pk::Problem& Shape() {
   return problem;
 }
 
+// A Batch over memory of its own, to check the gather of its sources.
+class VectorBatch final : public Batch {
+ public:
+  VectorBatch(const pk::Problem& problem, size_t rows, std::vector<std::byte>& scores)
+      : Batch(problem, rows, scores, {}, {}) {}
+};
+
+TEST(Batch, GatherScoresCopiesTheSourcesBackToBackInAnyPieces) {
+  const pk::Problem problem = MakeProblem({4, 4}, 2, pk::DType::kFloat32);  // 32-byte rows
+  std::vector<std::byte> a(32 * 3), b(32 * 1), c(32 * 2);
+  std::mt19937 engine(7);
+  for (auto* source : {&a, &b, &c}) {
+    for (std::byte& byte : *source) byte = static_cast<std::byte>(engine());
+  }
+  std::vector<std::byte> expected;
+  for (auto* source : {&a, &b, &c}) expected.insert(expected.end(), source->begin(), source->end());
+
+  // Pieces of 1 byte, of sizes that straddle every source boundary, and the whole at once.
+  for (const size_t piece : {size_t{1}, size_t{7}, size_t{32}, size_t{45}, size_t{1000}}) {
+    std::vector<std::byte> scores(expected.size(), std::byte{0xEE});
+    VectorBatch batch(problem, 6, scores);
+    batch.set_sources({a, b, c});
+    for (size_t begin = 0; begin < scores.size(); begin += piece) {
+      batch.GatherScores(begin, begin + piece);  // the last piece runs past the end: clamped
+    }
+    EXPECT_EQ(scores, expected) << "pieces of " << piece << " bytes";
+  }
+  // Without sources the scores are left as they were written.
+  std::vector<std::byte> scores(expected.size(), std::byte{0x5A});
+  VectorBatch batch(problem, 6, scores);
+  batch.GatherScores();
+  EXPECT_EQ(scores, std::vector<std::byte>(expected.size(), std::byte{0x5A}));
+}
+
 TEST(Batcher, IdleExecutorTakesALoneRequestAtOnce) {
   pk::Problem problem = Shape();
   CpuExecutor executor(CpuExecutor::Options{.threads = 1});
@@ -104,6 +138,44 @@ TEST(Batcher, IdleExecutorTakesALoneRequestAtOnce) {
   EXPECT_EQ(caller.timing().batch_rows, 3u);
   EXPECT_LT(caller.timing().queue, absl::Seconds(1));
   caller.ExpectExact();
+}
+
+TEST(Batcher, LoneRequestIsHandedToTheIdleExecutorByEnqueueItself) {
+  // No hop through the batcher thread: the batch is with the executor when Enqueue returns.
+  GatedExecutor executor(/*max_in_flight=*/2);
+  Batcher batcher(Options(4, absl::Seconds(10), 1000), executor);
+  Caller lone(Shape(), 3, 1);
+  ASSERT_TRUE(batcher.Enqueue(lone.MakeWork()).ok());
+  EXPECT_EQ(executor.batches_submitted(), 1);
+  // A request larger than a batch: its first batch goes the same way, the rest by the batcher
+  // thread once the executor has room (here at once: it holds one of two batches).
+  executor.Open();
+  ASSERT_TRUE(lone.WaitDone());
+  Caller large(Shape(), 10, 2);
+  ASSERT_TRUE(batcher.Enqueue(large.MakeWork()).ok());
+  EXPECT_GE(executor.batches_submitted(), 2);
+  ASSERT_TRUE(large.WaitDone());
+  ASSERT_TRUE(large.status().ok()) << large.status();
+  large.ExpectExact();
+  lone.ExpectExact();
+  EXPECT_EQ(executor.batch_rows(), (std::vector<size_t>{3, 4, 4, 2}));
+}
+
+TEST(Batcher, RequestsArrivingWhileTheExecutorWorksWaitForTheBatcherThread) {
+  GatedExecutor executor(/*max_in_flight=*/2);
+  Batcher batcher(Options(1024, absl::Seconds(10), 1000), executor);
+  Caller first(Shape(), 1, 1), second(Shape(), 1, 2);
+  ASSERT_TRUE(batcher.Enqueue(first.MakeWork()).ok());
+  ASSERT_TRUE(batcher.Enqueue(second.MakeWork()).ok());
+  // The executor holds the first batch and has room for another, but the second request is
+  // alone and young: it waits for company (or max_queue_delay), not sent on its own.
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(executor.batches_submitted(), 1);
+  executor.Open();
+  ASSERT_TRUE(first.WaitDone());
+  ASSERT_TRUE(second.WaitDone());
+  first.ExpectExact();
+  second.ExpectExact();
 }
 
 TEST(Batcher, CoalescesRequestsWhileTheExecutorIsBusy) {

@@ -225,6 +225,7 @@ void GatedExecutor::Loop() {
     }
     Batch& batch = *work.first;
     if (failure.ok()) {
+      batch.GatherScores();
       pk::cpu::TopKRows(batch.problem(), batch.scores().data(), batch.rows(), batch.values().data(),
                         batch.slots().data(), workspace);
       absl::MutexLock lock(&mu_);
