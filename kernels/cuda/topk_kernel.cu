@@ -974,6 +974,33 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
   __syncwarp();
 }
 
+// Emulation builds (emulation/cuda_runtime.h) check memory rules that the GPU does not: a warp's
+// scratch (its slice, less the factor lists in block-per-row mode, where every warp of the block
+// writes warp 0's) is written by that warp alone, the pair table by no one once built, and each row
+// starts from poisoned scratch, so that nothing left by the previous row can be read back. No code
+// on the GPU.
+__device__ __forceinline__ void EmulatorDeclareRules(const KernelParams& p, const uint8_t* shared,
+                                                     const uint8_t* slice, bool block_per_row) {
+#if defined(PK_CUDA_EMULATION)
+  if (threadIdx.x == 0) pk::emu::DeclareReadOnly(shared, p.table_bytes);
+  const uint32_t first = block_per_row ? p.running_offset : 0u;
+  pk::emu::DeclarePrivate(slice + first, p.warp_bytes - first);
+#else
+  (void)p, (void)shared, (void)slice, (void)block_per_row;
+#endif
+}
+__device__ __forceinline__ void EmulatorPoisonScratch(const KernelParams& p, uint8_t* slice,
+                                                      bool block_per_row) {
+#if defined(PK_CUDA_EMULATION)
+  __syncwarp();
+  const uint32_t first = block_per_row ? p.running_offset : 0u;
+  if (LaneId() == 0) pk::emu::Poison(slice + first, p.warp_bytes - first);
+  __syncwarp();
+#else
+  (void)p, (void)slice, (void)block_per_row;
+#endif
+}
+
 // p.warps_per_row == 1: each warp computes whole rows in a grid-stride loop.
 // p.warps_per_row == F: a block of F warps computes one row at a time: warp f ranks factor f into
 // warp 0's lists, then warp 0 pairs and writes (lower latency for small batches).
@@ -987,9 +1014,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, T::kMinBlocks)
   const unsigned warp = threadIdx.x >> 5;
   const unsigned warps = blockDim.x >> 5;
   constexpr int kBytes = T::kElementBytes;
-  WarpMemory<T> m(p, shared + p.table_bytes + warp * p.warp_bytes);
+  uint8_t* slice = shared + p.table_bytes + warp * p.warp_bytes;
+  WarpMemory<T> m(p, slice);
   // One code path for both modes (the kernel is sensitive to its code size).
   const bool block_per_row = p.warps_per_row > 1;
+  EmulatorDeclareRules(p, shared, slice, block_per_row);
   unsigned long long row = block_per_row ? blockIdx.x : static_cast<unsigned long long>(blockIdx.x) * warps + warp;
   const unsigned long long row_step = block_per_row ? gridDim.x : static_cast<unsigned long long>(gridDim.x) * warps;
   const int first_factor = block_per_row ? static_cast<int>(warp) : 0;
@@ -1000,6 +1029,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, T::kMinBlocks)
     m.list_column = first.list_column;
   }
   for (; row < p.rows; row += row_step) {
+    EmulatorPoisonScratch(p, slice, block_per_row);
     const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
     if (p.small_segment > 0) {
       if (!block_per_row || warp == 0) RankSmallFactorsOf<T>(p, m, scores);

@@ -7,6 +7,15 @@
 // memory: there are no races to see, and none to be hidden beyond what the GPU would also order.
 // Shared memory is filled with a garbage pattern before each block, so a read of a word the block
 // never wrote shows up as a difference. Not a performance model: only results are meaningful.
+//
+// What the GPU runs concurrently runs here in one order per launch, so a kernel that lets one warp
+// write another's scratch may still pass by luck of timing. The kernel can therefore declare its
+// memory rules (DeclarePrivate, DeclareReadOnly, Poison below), and the scheduler checks them at
+// every switch between warps: any breach aborts with the offsets involved, whether or not it
+// changed a result. Bytes written past the launch's shared-memory size abort too (checked at the
+// block's end). With PK_EMU_SCHEDULE_SEED=n in the environment, the next fiber to run is drawn at
+// random (seed n) instead of taken in thread order, so that lanes and warps interleave differently
+// from run to run of different seeds.
 #pragma once
 
 // Every standard header the kernel sources use, before the macros below can touch them.
@@ -104,6 +113,15 @@ const uint64_t* WarpExchange(uint64_t mine);
 void WarpBarrier();
 void BlockBarrier();
 uint8_t* DynamicShared();
+// Memory rules a kernel declares (emulation builds only; the GPU checks none of them):
+// DeclarePrivate: `bytes` of shared memory at `begin` belong to the calling thread's warp (each
+// warp has at most one such region; a later call replaces it). Whenever the warp is switched back
+// in, they must hold what it left there.
+void DeclarePrivate(const void* begin, size_t bytes);
+// DeclareReadOnly: bytes that must not change from now until the block ends.
+void DeclareReadOnly(const void* begin, size_t bytes);
+// Poison: fills bytes with garbage (scratch whose old contents must not be read again).
+void Poison(void* begin, size_t bytes);
 // Runs `body` once per thread of every block of the grid.
 void RunGrid(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()>& body);
 cudaError_t& LastError();

@@ -51,6 +51,17 @@ struct Barrier {
   unsigned generation = 0;
 };
 
+// Shared bytes [offset, offset + bytes) with a copy of what they held when last checked in.
+struct Region {
+  size_t offset = 0;
+  size_t bytes = 0;
+  std::vector<uint8_t> snapshot;
+  bool snapshot_valid = false;
+};
+
+constexpr size_t kGuardBytes = 4096;  // checked past the launch's shared memory
+constexpr uint8_t kGuardByte = 0xa7;
+
 struct Scheduler {
   std::vector<Fiber> fibers;
   int current = -1;
@@ -60,6 +71,11 @@ struct Scheduler {
   std::vector<Barrier> warp_barriers;
   Barrier block_barrier;
   std::vector<std::array<uint64_t, 32>> warp_slots;
+  std::vector<Region> private_regions;  // by warp; bytes == 0: none declared
+  std::vector<Region> read_only;
+  size_t shared_bytes = 0;
+  bool random_order = false;
+  uint64_t random_state = 0;
   alignas(16) uint8_t shared[kSharedBytes];
   uint64_t pattern = 1;
 };
@@ -69,20 +85,94 @@ Scheduler& S() {
   return *scheduler;
 }
 
+uint64_t NextGarbage(uint64_t& state) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return state;
+}
+
+// The first and one past the last byte where `region`'s memory differs from its snapshot.
+std::pair<size_t, size_t> ChangedBytes(const Scheduler& s, const Region& region) {
+  const uint8_t* now = s.shared + region.offset;
+  size_t first = 0;
+  while (first < region.bytes && now[first] == region.snapshot[first]) ++first;
+  size_t end = region.bytes;
+  while (end > first && now[end - 1] == region.snapshot[end - 1]) --end;
+  return {first, end};
+}
+
+// Warp `warp` is switched back in: its private bytes must be as it left them.
+void CheckIn(Scheduler& s, int warp) {
+  const Region& region = s.private_regions[warp];
+  if (region.bytes == 0 || !region.snapshot_valid) return;
+  if (std::memcmp(s.shared + region.offset, region.snapshot.data(), region.bytes) == 0) return;
+  const auto [first, end] = ChangedBytes(s, region);
+  std::fprintf(stderr,
+               "pk-emu: block %u: another warp wrote bytes [%zu, %zu) of warp %d's private shared "
+               "memory (block offsets; the region is [%zu, %zu))\n",
+               block_index.x, region.offset + first, region.offset + end, warp, region.offset,
+               region.offset + region.bytes);
+  std::abort();
+}
+
+// Warp `warp` is switched out: remember its private bytes.
+void CheckOut(Scheduler& s, int warp) {
+  Region& region = s.private_regions[warp];
+  if (region.bytes == 0) return;
+  std::memcpy(region.snapshot.data(), s.shared + region.offset, region.bytes);
+  region.snapshot_valid = true;
+}
+
+// At the block's end: nothing written past the launch's shared memory or into read-only bytes.
+void CheckBlockEnd(Scheduler& s) {
+  const size_t guard = std::min(kGuardBytes, kSharedBytes - s.shared_bytes);
+  for (size_t i = 0; i < guard; ++i) {
+    if (s.shared[s.shared_bytes + i] != kGuardByte) {
+      std::fprintf(stderr,
+                   "pk-emu: block %u wrote shared memory at offset %zu, past the %zu bytes the "
+                   "launch asked for\n",
+                   block_index.x, s.shared_bytes + i, s.shared_bytes);
+      std::abort();
+    }
+  }
+  for (const Region& region : s.read_only) {
+    if (std::memcmp(s.shared + region.offset, region.snapshot.data(), region.bytes) == 0) continue;
+    const auto [first, end] = ChangedBytes(s, region);
+    std::fprintf(stderr, "pk-emu: block %u changed read-only shared bytes [%zu, %zu)\n",
+                 block_index.x, region.offset + first, region.offset + end);
+    std::abort();
+  }
+}
+
 void SwitchTo(int next) {
   Scheduler& s = S();
   Fiber& from = s.fibers[s.current];
+  const int from_warp = s.current / 32;
+  const int to_warp = next / 32;
+  if (from_warp != to_warp) {
+    CheckOut(s, from_warp);
+    CheckIn(s, to_warp);
+  }
   s.current = next;
   thread_index = s.fibers[next].index;
   pk_emu_switch(&from.sp, s.fibers[next].sp);
 }
 
-// Runs the next live fiber after the current one (the current one may be done).
+// Runs another live fiber: the next one after the current one in thread order, or with
+// PK_EMU_SCHEDULE_SEED the first live one from a point drawn at random (possibly the current one
+// again). The current one may be done.
 void Yield() {
   Scheduler& s = S();
   const int n = static_cast<int>(s.fibers.size());
-  for (int step = 1; step <= n; ++step) {
-    const int next = (s.current + step) % n;
+  int start = s.current + 1;
+  if (s.random_order) {
+    // Mostly a lane of the same warp (a switch between warps costs the private-memory checks),
+    // one time in eight any thread of the block.
+    const uint64_t draw = NextGarbage(s.random_state) >> 32;
+    start = (draw & 7u) != 0 ? (s.current & ~31) + static_cast<int>((draw >> 3) & 31u)
+                             : static_cast<int>((draw >> 3) % static_cast<uint64_t>(n));
+  }
+  for (int step = 0; step < n; ++step) {
+    const int next = (start + step) % n;
     if (!s.fibers[next].done) {
       if (next == s.current) return;
       SwitchTo(next);
@@ -143,6 +233,52 @@ void BlockBarrier() {
 
 uint8_t* DynamicShared() { return S().shared; }
 
+namespace {
+// The offset of [begin, begin + bytes) in the block's shared memory; aborts when it is not inside
+// the launch's shared memory.
+size_t SharedOffset(const void* begin, size_t bytes, const char* what) {
+  const Scheduler& s = S();
+  const auto* at = static_cast<const uint8_t*>(begin);
+  if (at < s.shared || at + bytes > s.shared + s.shared_bytes) {
+    std::fprintf(
+        stderr,
+        "pk-emu: %s: %zu bytes at %p are not inside the launch's %zu bytes of shared memory\n",
+        what, bytes, begin, s.shared_bytes);
+    std::abort();
+  }
+  return static_cast<size_t>(at - s.shared);
+}
+}  // namespace
+
+void DeclarePrivate(const void* begin, size_t bytes) {
+  Scheduler& s = S();
+  Region& region = s.private_regions[thread_index.x >> 5];
+  region.offset = SharedOffset(begin, bytes, "DeclarePrivate");
+  region.bytes = bytes;
+  region.snapshot.resize(bytes);
+  region.snapshot_valid = false;
+}
+
+void DeclareReadOnly(const void* begin, size_t bytes) {
+  Scheduler& s = S();
+  Region region;
+  region.offset = SharedOffset(begin, bytes, "DeclareReadOnly");
+  region.bytes = bytes;
+  region.snapshot.assign(s.shared + region.offset, s.shared + region.offset + bytes);
+  region.snapshot_valid = true;
+  s.read_only.push_back(std::move(region));
+}
+
+void Poison(void* begin, size_t bytes) {
+  Scheduler& s = S();
+  auto* at = static_cast<uint8_t*>(begin);
+  SharedOffset(begin, bytes, "Poison");
+  for (size_t i = 0; i < bytes; i += 8) {
+    const uint64_t word = NextGarbage(s.pattern);
+    std::memcpy(at + i, &word, std::min<size_t>(8, bytes - i));
+  }
+}
+
 void RunGrid(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()>& body) {
   Scheduler& s = S();
   const int threads = static_cast<int>(block.x);
@@ -154,15 +290,22 @@ void RunGrid(dim3 grid, dim3 block, size_t shared_bytes, const std::function<voi
   s.warp_barriers.assign(threads / 32, Barrier{});
   s.warp_slots.assign(threads / 32, {});
   s.body = &body;
+  s.shared_bytes = shared_bytes;
+  if (const char* seed = std::getenv("PK_EMU_SCHEDULE_SEED"); seed != nullptr && *seed != '\0') {
+    s.random_order = true;
+    if (s.random_state == 0) {
+      s.random_state = std::strtoull(seed, nullptr, 10) * 0x9e3779b97f4a7c15ull + 1;
+    }
+  }
   grid_dim = grid;
   block_dim = block;
   for (unsigned b = 0; b < grid.x; ++b) {
     // Garbage in shared memory: reading what the block never wrote must not look like zeros.
-    for (size_t i = 0; i < shared_bytes; i += 8) {
-      s.pattern = s.pattern * 6364136223846793005ull + 1442695040888963407ull;
-      const uint64_t word = s.pattern;
-      std::memcpy(s.shared + i, &word, std::min<size_t>(8, shared_bytes - i));
-    }
+    Poison(s.shared, shared_bytes);
+    std::memset(s.shared + shared_bytes, kGuardByte,
+                std::min(kGuardBytes, kSharedBytes - shared_bytes));
+    s.private_regions.assign(threads / 32, Region{});
+    s.read_only.clear();
     block_index = uint3{b, 0, 0};
     s.block_barrier = Barrier{};
     for (int t = 0; t < threads; ++t) {
@@ -182,6 +325,7 @@ void RunGrid(dim3 grid, dim3 block, size_t shared_bytes, const std::function<voi
     thread_index = s.fibers[0].index;
     pk_emu_switch(&s.main_sp, s.fibers[0].sp);
     if (s.live != 0) std::abort();
+    CheckBlockEnd(s);
   }
 }
 

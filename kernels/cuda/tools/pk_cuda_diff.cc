@@ -1,5 +1,5 @@
 // pk-cuda-diff [--problems N] [--max-rows R] [--max-bytes B] [--big-rows R] [--seed S]
-//              [--golden FILE] [--bench-rows R] [--vary-paths 0|1]
+//              [--golden FILE] [--bench-rows R] [--vary-paths 0|1] [--shape WxW[xW..]/k/f32|bf16]
 //
 // Randomized differential test of the CUDA kernel against the CPU implementation: N random
 // problems (F = 2..4, widths 1..65535 within the 32-bit slot limit, k 1..256, both types), each
@@ -12,7 +12,8 @@
 // each shape of the kernel benchmark too, R rows of each of three distributions. With
 // --vary-paths 1 (the default) half the launches force a random choice of the kernel's
 // alternative paths (launch.h's KernelPaths), so that every path is checked, not only the one a
-// shape picks by default.
+// shape picks by default. --shape draws every random problem of that one shape (e.g.
+// 14x5/10/f32), to chase a difference found in a longer run.
 //
 // Exit status: 0 when every row matched, 1 on any difference (the first few are printed), 77
 // when no CUDA device is usable (CTest's skip code), 2 for a usage or CUDA error.
@@ -25,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -325,10 +327,35 @@ pk::Problem DrawProblem(Random& random) {
   }
 }
 
+// "14x5/10/f32" -> that problem; nullopt when the text is not such a shape or not valid.
+std::optional<pk::Problem> ParseShape(const std::string& text) {
+  const size_t first_slash = text.find('/');
+  const size_t second_slash = text.find('/', first_slash + 1);
+  if (first_slash == std::string::npos || second_slash == std::string::npos) return std::nullopt;
+  std::vector<uint32_t> widths;
+  size_t at = 0;
+  while (at < first_slash) {
+    size_t end = text.find('x', at);
+    if (end == std::string::npos || end > first_slash) end = first_slash;
+    const std::string width = text.substr(at, end - at);
+    widths.push_back(static_cast<uint32_t>(std::strtoul(width.c_str(), nullptr, 10)));
+    at = end + 1;
+  }
+  const std::string k = text.substr(first_slash + 1, second_slash - first_slash - 1);
+  const std::string type = text.substr(second_slash + 1);
+  if (type != "f32" && type != "bf16") return std::nullopt;
+  auto problem =
+      pk::ValidateProblem(widths, static_cast<uint32_t>(std::strtoul(k.c_str(), nullptr, 10)),
+                          type == "f32" ? pk::DType::kFloat32 : pk::DType::kBFloat16);
+  if (!problem.ok()) return std::nullopt;
+  return problem.value();
+}
+
 int Usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: pk-cuda-diff [--problems N] [--max-rows R] [--max-bytes B] "
-               "[--big-rows R] [--seed S] [--golden FILE] [--bench-rows R] [--vary-paths 0|1]\n",
+               "[--big-rows R] [--seed S] [--golden FILE] [--bench-rows R] [--vary-paths 0|1] "
+               "[--shape WxW[xW..]/k/f32|bf16]\n",
                message);
   return 2;
 }
@@ -344,11 +371,17 @@ int main(int argc, char** argv) {
   uint64_t bench_rows = 0;
   bool vary_paths = true;
   std::string golden_path;
+  std::optional<pk::Problem> only_shape;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     if (a + 1 >= argc) return Usage(("missing value for " + arg).c_str());
     if (arg == "--golden") {
       golden_path = argv[++a];
+      continue;
+    }
+    if (arg == "--shape") {
+      only_shape = ParseShape(argv[++a]);
+      if (!only_shape) return Usage(("not a valid shape: " + std::string(argv[a])).c_str());
       continue;
     }
     const uint64_t value = std::strtoull(argv[++a], nullptr, 10);
@@ -400,7 +433,7 @@ int main(int argc, char** argv) {
     totals.failed_rows += golden_failed;
   }
   for (uint64_t n = 0; n < problems; ++n) {
-    const pk::Problem problem = DrawProblem(random);
+    const pk::Problem problem = only_shape ? *only_shape : DrawProblem(random);
     const auto distribution = static_cast<Distribution>(random.Below(static_cast<uint32_t>(Distribution::kCount)));
     const uint64_t budget = std::max<uint64_t>(1, (max_bytes >> random.Below(6)) / problem.row_bytes());
     const size_t rows = random.Between(1, static_cast<uint32_t>(std::min<uint64_t>({budget, max_rows, 1u << 30})));
