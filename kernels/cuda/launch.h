@@ -25,6 +25,7 @@ struct KernelPaths {
   Choice bisect_maxima = Choice::kAuto;   // bfloat16 factor threshold by bisection, not a sort
   Choice slot_key32 = Choice::kAuto;      // output order by 32-bit slot keys where slots allow
   Choice block_per_row = Choice::kAuto;   // a block of F warps per row (small batches)
+  Choice high_occupancy = Choice::kAuto;  // the kernel built for more resident warps
 };
 
 class TopKLauncher {
@@ -53,7 +54,14 @@ class TopKLauncher {
   size_t shared_per_multiprocessor_ = 0;  // bytes usable by blocks on one multiprocessor
   size_t shared_per_block_ = 0;           // opt-in maximum for one block
   int registers_per_multiprocessor_ = 0;
-  int kernel_registers_[2] = {0, 0};      // per thread, by DType
+  int kernel_registers_[2][2] = {};       // per thread, by DType and register budget
 };
+
+#if defined(PK_PHASE_TIMING)
+// Profiling builds only: clock cycles spent in each phase of the kernel (factors, stages 1-3,
+// running lists, slot sort, output, block waits), summed over every warp of the launches since
+// the last reset.
+cudaError_t ReadPhaseCycles(uint64_t (&cycles)[8], bool reset);
+#endif
 
 }  // namespace pk::cuda

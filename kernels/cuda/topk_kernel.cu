@@ -15,19 +15,21 @@
 // the factor's ranked list. Stage f bounds its n-th best score from below by the worst corner of
 // the hyperbolic staircase {(i+1)(j+1) <= m} that holds at least n candidates (or the best far
 // corner of a full rectangle of n pairs): the staircase follows the level lines of a sum of two
-// sorted lists, so only about 1.3 n candidates reach the bound. For n <= 128 one sort of those by
-// (score key, i + j, i) gives the n best in order; the key is 32 bits when the survivors' distances
-// above the bound, stripped of the trailing zero bits they share, fit beside the tie bits
-// (bfloat16 sums nearly always do), else 64. Larger stages find the n-th best 32-bit score key
-// (a sort, or a radix count), take every candidate above it and rank the few tied on it by
-// (i + j, i); a row whose survivors overflow their room (ties) is selected by counting over all
-// candidates. Kept pairs travel as codes i << 8 | j; running entries carry their slot and factor
-// ranks, so the last stage's slots are sorted (32-bit keys slot << bits(kk - 1) | index where slots
-// allow) and the values recomputed from the lists (from the raw row only behind a -inf). Sorts are
-// bitonic networks whose comparators all put the larger key first (no direction inside a lane);
-// lanes exchange keys by shuffles up to 8 bytes a lane, else through bank-conflict-free shared
-// vectors; each sort size is compiled once out of line, since the kernel is instruction-bound and
-// its code size shows up as instruction-fetch stalls. NOTES.md has the numbers.
+// sorted lists, so only about 1.3 n candidates reach the bound. For bfloat16 and n <= 128 one sort
+// of those by (score key, i + j, i) gives the n best in order; the key is 32 bits when the
+// survivors' distances above the bound, stripped of the trailing zero bits they share, fit beside
+// the tie bits (bfloat16 sums nearly always do), else 64. Other stages find the n-th best 32-bit
+// score key (a sort, or a radix count), take every candidate above it and rank the few tied on it
+// by (i + j, i). A row whose survivors overflow their room first raises the bound by 8-way
+// searches of the score key (a count over all candidates each); only rows of ties still too many
+// are selected by counting over all candidates. Kept pairs travel as codes i << 8 | j; running
+// entries carry their slot and factor ranks, so the last stage's slots are sorted (32-bit keys
+// slot << bits(kk - 1) | index where slots allow) and the values recomputed from the lists (from
+// the raw row only behind a -inf). Sorts are bitonic networks whose comparators all put the larger
+// key first (no direction inside a lane); lanes exchange keys by shuffles up to 8 bytes a lane,
+// else through bank-conflict-free shared vectors; each sort size is compiled once out of line,
+// since the kernel is instruction-bound and its code size shows up as instruction-fetch stalls.
+// NOTES.md has the numbers.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,6 +48,7 @@ constexpr int kWarpsPerBlock = 4;
 constexpr int kMaxCorners = 32;
 constexpr int kChunkElements = 1024;  // per staging chunk, either type
 constexpr int kStageCapacity = 512;   // stage survivors held in shared memory (sorts go this far)
+constexpr int kMaxRankedTies = 32;    // ties straddling a stage's cut ranked by counting, a lane each
 
 // Element type traits: how a chunk is held (four 32-bit words per 16-byte block), what an element
 // is worth, and the factor sort key.
@@ -57,6 +60,7 @@ struct Bf16Type {
   static constexpr int kStagingBytes = 32 * kBlocksPerLane * 16;
   static constexpr int kMaxGroupsPerBlock = 4;
   static constexpr int kMinBlocks = 4;  // blocks of 4 warps per SM: caps registers at 128
+  static constexpr int kMoreBlocks = 6;  // the high-occupancy variant: 80 registers
   static constexpr uint32_t kInvalidWord = 0x7fc07fc0u;  // two NaNs: never pass, never a maximum
 
   // Element h of a block held as four words. Pre: 0 <= h < 8.
@@ -92,6 +96,7 @@ struct Float32Type {
   static constexpr int kStagingBytes = 32 * kBlocksPerLane * 16;
   static constexpr int kMaxGroupsPerBlock = 2;
   static constexpr int kMinBlocks = 3;  // 168 registers: no spills (a cap of 128 spills, slower)
+  static constexpr int kMoreBlocks = 4;  // the high-occupancy variant: 128 registers
   static constexpr uint32_t kInvalidWord = 0x7fc00000u;
 
   __device__ __forceinline__ static float Element(const uint32_t (&block)[4], int h) {
@@ -116,6 +121,52 @@ struct Float32Type {
   }
 };
 
+
+// Where a warp's cycles go, for profiling builds (PK_PHASE_TIMING): each phase's clock cycles,
+// summed over the warps of a launch into kPhaseCycles. A no-op otherwise.
+enum Phase : int {
+  kPhaseFactors,   // ranking the factors (including the row's loads)
+  kPhaseStage1,    // stage selections, one per stage
+  kPhaseStage2,
+  kPhaseStage3,
+  kPhaseRunning,   // building the running lists between stages
+  kPhaseSlotSort,  // the final pairs' slot keys and their sort
+  kPhaseOutput,    // values and slots written
+  kPhaseWait,      // block-per-row mode: waiting at the block's barriers
+  kPhaseCount
+};
+#if defined(PK_PHASE_TIMING)
+__device__ unsigned long long kPhaseCycles[kPhaseCount];
+struct PhaseClock {
+  long long last;
+  unsigned long long cycles[kPhaseCount];
+  __device__ PhaseClock() {
+#if defined(__CUDA_ARCH__)
+    last = clock64();
+#pragma unroll
+    for (int q = 0; q < kPhaseCount; ++q) cycles[q] = 0;
+#endif
+  }
+  __device__ __forceinline__ void Mark(int phase) {
+    const long long now = clock64();
+#pragma unroll
+    for (int q = 0; q < kPhaseCount; ++q) {
+      if (q == phase) cycles[q] += static_cast<unsigned long long>(now - last);
+    }
+    last = now;
+  }
+  __device__ __forceinline__ void Flush() {
+    if (LaneId() == 0) {
+      for (int q = 0; q < kPhaseCount; ++q) atomicAdd(&kPhaseCycles[q], cycles[q]);
+    }
+  }
+};
+#else
+struct PhaseClock {
+  __device__ __forceinline__ void Mark(int) {}
+  __device__ __forceinline__ void Flush() {}
+};
+#endif
 
 // Everything a launch needs to know about the shape; computed on the host (MakeParams).
 struct KernelParams {
@@ -148,7 +199,8 @@ struct KernelParams {
   int small_segment;           // > 0: all factors ranked by one register sort, segments this long
   int small_segment_bits;      // log2(small_segment)
   int small_per_lane;          // keys a lane holds in that sort
-  int bisect_maxima;           // bfloat16 threshold from the group maxima by bisection
+  int bisect_maxima;           // bfloat16 threshold from the group maxima by bisection: 0 never,
+                               // 1 where cheaper than a sort, 2 always
   // Shared memory: the pair table, then one slice per warp.
   uint32_t table_bytes;
   uint32_t warp_bytes;
@@ -310,6 +362,7 @@ __device__ __forceinline__ uint32_t KthGroupMaximum16(const uint32_t (&data)[T::
                                                       int lane, int blocks, int kf) {
   constexpr int kSize = T::kPerBlock / kGroups;
   constexpr int kMaxima = T::kBlocksPerLane * kGroups;
+  const int used = (blocks + 31) / 32;  // blocks a lane may hold (the warp's widest)
   uint32_t maxima[kMaxima];
   uint32_t low = 0xffffu;
   uint32_t high = 0;
@@ -336,7 +389,12 @@ __device__ __forceinline__ uint32_t KthGroupMaximum16(const uint32_t (&data)[T::
     const uint32_t mid = (low + high + 1) >> 1;
     uint32_t reaching = 0;
 #pragma unroll
-    for (int x = 0; x < kMaxima; ++x) reaching += maxima[x] >= mid ? 1u : 0u;
+    for (int q = 0; q < T::kBlocksPerLane; ++q) {
+      if (q < used) {
+#pragma unroll
+        for (int g = 0; g < kGroups; ++g) reaching += maxima[q * kGroups + g] >= mid ? 1u : 0u;
+      }
+    }
     if (__reduce_add_sync(kFullMask, reaching) >= static_cast<uint32_t>(kf)) {
       low = mid;
     } else {
@@ -402,7 +460,10 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
         uint32_t kth = 0;
         bool bisected = false;
         if constexpr (T::kElementBytes == 2) {
-          if (p.bisect_maxima) {
+          // By default where a sort would cost more: more than 128 maxima, or a full chunk (every
+          // lane's blocks hold elements).
+          if (p.bisect_maxima == 2 ||
+              (p.bisect_maxima == 1 && (groups > 128 || blocks == 32 * T::kBlocksPerLane))) {
             const uint32_t kth16 =
                 per_block == 1   ? KthGroupMaximum16<T, 1>(data, lane, blocks, kf)
                 : per_block == 2 ? KthGroupMaximum16<T, 2>(data, lane, blocks, kf)
@@ -746,21 +807,14 @@ __device__ void StageByCounting(const KernelParams& p, const WarpMemory<T>& m, c
   if (ordered) SortUpTo512(m.candidates, kept, kept);
 }
 
-// Stage f with a score-key cut: the candidates that reach the bound are stored, the kept-th best
-// 32-bit score key found (a sort of up to 256 score keys, else a radix count), the candidates above
-// it all taken and the few tied on it ranked by (i + j, i); 64-bit keys order the kept pairs where
-// a later stage needs them (`ordered`). Writes the kept pair codes (best first when ordered) to
-// m.scores.
+// Stores stage candidates that reach `bound` as keys and score keys in m.candidates / m.scores,
+// as many as there is room for; returns how many reach it.
 template <class T>
-__device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table, int f,
-                         const float* run_value, bool ordered) {
+__device__ __forceinline__ int StoreSurvivors(const WarpMemory<T>& m, const uint16_t* pairs, int total,
+                                              const float* run_value, const float* factor_value,
+                                              uint32_t bound) {
   const int lane = LaneId();
   const unsigned lanes_below = (1u << lane) - 1u;
-  const float* factor_value = m.list_value + f * p.list_capacity;
-  const uint32_t bound = StageBound(p, f, run_value, factor_value);
-  const uint16_t* pairs = table + p.table_offset[f];
-  const int total = p.candidates[f];
-  const int kept = p.kept[f];
   int count = 0;
   for (int base = 0; base < total; base += 32) {
     const int c = base + lane;
@@ -783,6 +837,58 @@ __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const ui
     count += __popc(passing);
   }
   __syncwarp();
+  return count;
+}
+
+// Stage f with a score-key cut: the candidates that reach the bound are stored, the kept-th best
+// 32-bit score key found (a sort of up to 256 score keys, else a radix count), the candidates above
+// it all taken and the few tied on it ranked by (i + j, i); 64-bit keys order the kept pairs where
+// a later stage needs them (`ordered`). Writes the kept pair codes (best first when ordered) to
+// m.scores.
+template <class T>
+__device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table, int f,
+                         const float* run_value, bool ordered) {
+  const int lane = LaneId();
+  const unsigned lanes_below = (1u << lane) - 1u;
+  const float* factor_value = m.list_value + f * p.list_capacity;
+  uint32_t bound = StageBound(p, f, run_value, factor_value);
+  const uint16_t* pairs = table + p.table_offset[f];
+  const int total = p.candidates[f];
+  const int kept = p.kept[f];
+  int count = StoreSurvivors<T>(m, pairs, total, run_value, factor_value, bound);
+  // More survivors than room (a loose bound): raise the bound by 8-way searches of the score keys
+  // between it and the best candidate, counting over all candidates, until the survivors fit;
+  // rows of ties too many for any bound end in StageByCounting.
+  uint32_t top = CandidateScore(0, run_value, factor_value);
+  for (int round = 0; round < 4 && count > kStageCapacity && bound < top; ++round) {
+    // Thresholds q = 1..7 of eight equal steps from the bound to the best score key.
+    const uint32_t from = bound;
+    const uint64_t range = top - from;
+    auto threshold = [from, range](int q) { return from + static_cast<uint32_t>((range * q + 7) / 8); };
+    uint32_t reaching[7] = {};
+    for (int c = lane; c < total; c += 32) {
+      const uint32_t score = CandidateScore(pairs[c], run_value, factor_value);
+#pragma unroll
+      for (int q = 0; q < 7; ++q) reaching[q] += score >= threshold(q + 1) ? 1u : 0u;
+    }
+    int best = 0;  // the highest threshold that `kept` candidates reach (0: the bound itself)
+    uint32_t best_count = static_cast<uint32_t>(count);
+#pragma unroll
+    for (int q = 0; q < 7; ++q) {
+      reaching[q] = __reduce_add_sync(kFullMask, reaching[q]);
+      if (reaching[q] >= static_cast<uint32_t>(kept)) {
+        best = q + 1;
+        best_count = reaching[q];
+      }
+    }
+    // The cut lies below the next threshold, which fewer than `kept` reach.
+    if (best < 7) top = threshold(best + 1) - 1;
+    if (best > 0) {
+      bound = threshold(best);
+      count = static_cast<int>(best_count);
+      if (count <= kStageCapacity) count = StoreSurvivors<T>(m, pairs, total, run_value, factor_value, bound);
+    }
+  }
   const uint64_t* selected = nullptr;
   if (count > kStageCapacity) {
     StageByCounting(p, m, pairs, f, run_value, bound, ordered);
@@ -806,9 +912,10 @@ __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const ui
     // `need` of the `at_cut` candidates scoring exactly `cut` belong: all of them when no tie
     // straddles the cut, else those first by (i + j, i), ranked by counting when they are few.
     const int need = kept - above;
-    if (need == at_cut || at_cut <= 32) {
+    if (need == at_cut || at_cut <= kMaxRankedTies) {
       uint64_t* chosen = m.candidates_chosen;
-      // The score keys are read (cut); their room holds the ties.
+      // The score keys are read (cut); their room holds the ties (MakeParams sizes it for
+      // kMaxRankedTies 64-bit keys).
       uint64_t* tied = reinterpret_cast<uint64_t*>(m.scores);
       int taken = 0;
       int ties = 0;
@@ -868,7 +975,7 @@ __device__ void RankFactors(const KernelParams& p, const WarpMemory<T>& m, const
 // only a -inf there (a NaN or -inf score) sends it back to the raw element.
 template <class T>
 __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
-                             const uint8_t* scores, unsigned long long row) {
+                             const uint8_t* scores, unsigned long long row, PhaseClock& clock) {
   constexpr int kBytes = T::kElementBytes;
   const int lane = LaneId();
   const int cap = p.list_capacity;
@@ -884,6 +991,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
   uint64_t* order64 = m.candidates;
   for (int f = 1; f <= last; ++f) {
     if (!(p.lean[f] && LeanStage<T>(p, m, table, f, run_value))) CutStage<T>(p, m, table, f, run_value, f < last);
+    clock.Mark(kPhaseStage1 + f - 1);
     const uint32_t* codes = m.scores;
     const float* factor_value = m.list_value + f * cap;
     const uint32_t* factor_column = m.list_column + f * cap;
@@ -902,6 +1010,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
         next_ranks[r] = (f == 1 ? static_cast<uint32_t>(i) : run_ranks[i]) | (static_cast<uint32_t>(j) << (8 * f));
       }
       __syncwarp();
+      clock.Mark(kPhaseRunning);
       run_value = next_value;
       run_slot = next_slot;
       run_ranks = next_ranks;
@@ -930,6 +1039,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
   } else {
     SortUpTo512(order64, kk, kk);
   }
+  clock.Mark(kPhaseSlotSort);
   uint8_t* values = p.values + row * p.kk * kBytes;
   uint32_t* slots = p.slots + row * p.kk;
   const uint32_t index_mask = (1u << index_bits) - 1u;
@@ -972,6 +1082,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
     slots[r] = slot;
   }
   __syncwarp();
+  clock.Mark(kPhaseOutput);
 }
 
 // Emulation builds (emulation/cuda_runtime.h) check memory rules that the GPU does not: a warp's
@@ -1004,8 +1115,8 @@ __device__ __forceinline__ void EmulatorPoisonScratch(const KernelParams& p, uin
 // p.warps_per_row == 1: each warp computes whole rows in a grid-stride loop.
 // p.warps_per_row == F: a block of F warps computes one row at a time: warp f ranks factor f into
 // warp 0's lists, then warp 0 pairs and writes (lower latency for small batches).
-template <class T>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock, T::kMinBlocks)
+template <class T, int kMinBlocks>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
     TopKKernel(const __grid_constant__ KernelParams p) {
   uint8_t* shared = DynamicShared();
   uint16_t* table = reinterpret_cast<uint16_t*>(shared);
@@ -1028,6 +1139,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, T::kMinBlocks)
     m.list_value = first.list_value;
     m.list_column = first.list_column;
   }
+  PhaseClock clock;
   for (; row < p.rows; row += row_step) {
     EmulatorPoisonScratch(p, slice, block_per_row);
     const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
@@ -1036,10 +1148,18 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, T::kMinBlocks)
     } else {
       RankFactors<T>(p, m, scores, first_factor, factor_step);
     }
-    if (block_per_row) __syncthreads();
-    if (!block_per_row || warp == 0) PairAndWrite<T>(p, m, table, scores, row);
-    if (block_per_row) __syncthreads();
+    clock.Mark(kPhaseFactors);
+    if (block_per_row) {
+      __syncthreads();
+      clock.Mark(kPhaseWait);
+    }
+    if (!block_per_row || warp == 0) PairAndWrite<T>(p, m, table, scores, row, clock);
+    if (block_per_row) {
+      __syncthreads();
+      clock.Mark(kPhaseWait);
+    }
   }
+  clock.Flush();
 }
 
 uint32_t RoundUp16(uint64_t bytes) { return static_cast<uint32_t>((bytes + 15) / 16 * 16); }
@@ -1095,6 +1215,7 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
   }
   p.kept[0] = p.list_size[0];
   uint32_t table_entries = 0;
+  int max_candidates = 0;
   bool any_lean = false;
   for (int f = 1; f < problem.factors; ++f) {
     const int previous = p.kept[f - 1];
@@ -1105,6 +1226,7 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
     int candidates = 0;
     for (int i = 0; i < rows; ++i) candidates += std::min(factor, kept / (i + 1));
     p.candidates[f] = candidates;
+    max_candidates = std::max(max_candidates, candidates);
     p.table_offset[f] = table_entries;
     table_entries += static_cast<uint32_t>((candidates + 7) / 8 * 8);
     int corners = 0;
@@ -1117,7 +1239,8 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
     p.stair_count[f] = StaircaseCorners(previous, factor, kept, p.stair[f]);
     p.row_bits[f] = (BitLength(static_cast<uint32_t>(previous - 1)));
     p.tie_bits[f] = (BitLength(static_cast<uint32_t>(previous + factor - 2)) + p.row_bits[f]);
-    p.lean[f] = Use(paths.lean_stages, kept <= 128) ? 1 : 0;
+    // One sort pays where its keys are 32 bits: bfloat16 sums (float32 ones seldom fit).
+    p.lean[f] = Use(paths.lean_stages, kept <= 128 && problem.dtype == DType::kBFloat16) ? 1 : 0;
     any_lean = any_lean || p.lean[f];
   }
   p.slot_index_bits = BitLength(p.kk - 1);
@@ -1129,7 +1252,9 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
     p.small_segment_bits = BitLength(static_cast<uint32_t>(segment - 1));
     p.small_per_lane = per_lane;
   }
-  p.bisect_maxima = Use(paths.bisect_maxima, true) ? 1 : 0;
+  p.bisect_maxima = paths.bisect_maxima == KernelPaths::Choice::kAuto ? 1
+                    : paths.bisect_maxima == KernelPaths::Choice::kOn ? 2
+                                                                     : 0;
   const int cap = std::max(32, (k + 31) / 32 * 32);
   // Sorts read whole power-of-two groups of 32 * E keys: keep every sorted array that long.
   int sort_span = 32;
@@ -1140,7 +1265,12 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
   const uint32_t key_bytes = f32 ? 8 : 4;
   const uint32_t staging = f32 ? 32 * 8 * 16 : 32 * 4 * 16;
   p.buffer_capacity = kChunkElements + p.list_capacity;
-  p.candidate_capacity = kStageCapacity;
+  // Room for every candidate when they are few (no stage can overflow then), else kStageCapacity;
+  // at least 2 * kMaxRankedTies, since CutStage keeps up to kMaxRankedTies 64-bit ties in the room
+  // of the 32-bit score keys. (v10 allowed 32 there: 17 or more ties then ran past the slice into
+  // the next warp's factor lists.)
+  p.candidate_capacity = std::min(
+      kStageCapacity, std::max(2 * kMaxRankedTies, PowerOfTwoAtLeast(max_candidates)));
   const int list_cap = p.list_capacity;
   uint32_t offset = 0;
   p.lists_offset = offset;
@@ -1150,8 +1280,10 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
   p.histogram_offset = offset;
   offset += 256 * 4;
   p.union_offset = offset;
+  // The factor phase: staging and survivor buffers, or only the exchange of the register sort.
   const uint64_t factor_phase =
-      staging + uint64_t(p.buffer_capacity + list_cap) * key_bytes;
+      p.small_segment > 0 ? uint64_t{32} * p.small_per_lane * key_bytes
+                          : staging + uint64_t(p.buffer_capacity + list_cap) * key_bytes;
   const uint64_t stage_phase = uint64_t(p.candidate_capacity + list_cap) * 8 +
                                uint64_t(p.candidate_capacity) * (any_lean ? 8 : 4);
   offset += RoundUp16(std::max(factor_phase, stage_phase));
@@ -1161,8 +1293,15 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
 
 using KernelFunction = void (*)(KernelParams);
 
-KernelFunction KernelFor(DType dtype) {
-  return dtype == DType::kFloat32 ? &TopKKernel<Float32Type> : &TopKKernel<Bf16Type>;
+// The kernel for a type, in its default register budget or the high-occupancy one (fewer
+// registers, more resident warps).
+KernelFunction KernelFor(DType dtype, bool more_blocks) {
+  if (dtype == DType::kFloat32) {
+    return more_blocks ? &TopKKernel<Float32Type, Float32Type::kMoreBlocks>
+                       : &TopKKernel<Float32Type, Float32Type::kMinBlocks>;
+  }
+  return more_blocks ? &TopKKernel<Bf16Type, Bf16Type::kMoreBlocks>
+                     : &TopKKernel<Bf16Type, Bf16Type::kMinBlocks>;
 }
 
 std::string CudaMessage(const char* what, cudaError_t error) {
@@ -1171,6 +1310,20 @@ std::string CudaMessage(const char* what, cudaError_t error) {
 }
 
 }  // namespace
+
+#if defined(PK_PHASE_TIMING)
+cudaError_t ReadPhaseCycles(uint64_t (&cycles)[8], bool reset) {
+  static_assert(kPhaseCount == 8);
+  unsigned long long values[kPhaseCount];
+  cudaError_t error = cudaMemcpyFromSymbol(values, kPhaseCycles, sizeof values);
+  for (int q = 0; q < kPhaseCount; ++q) cycles[q] = values[q];
+  if (error == cudaSuccess && reset) {
+    const unsigned long long zeros[kPhaseCount] = {};
+    error = cudaMemcpyToSymbol(kPhaseCycles, zeros, sizeof zeros);
+  }
+  return error;
+}
+#endif
 
 Result<TopKLauncher> TopKLauncher::Create(int device) {
   const std::string where = "cuda device " + std::to_string(device);
@@ -1185,8 +1338,10 @@ Result<TopKLauncher> TopKLauncher::Create(int device) {
   launcher.shared_per_multiprocessor_ = properties.sharedMemPerMultiprocessor;
   launcher.shared_per_block_ = properties.sharedMemPerBlockOptin;
   launcher.registers_per_multiprocessor_ = properties.regsPerMultiprocessor;
-  for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-    const KernelFunction kernel = KernelFor(dtype);
+  for (int variant = 0; variant < 4; ++variant) {
+    const DType dtype = variant & 1 ? DType::kFloat32 : DType::kBFloat16;
+    const bool more_blocks = variant >= 2;
+    const KernelFunction kernel = KernelFor(dtype, more_blocks);
     error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(properties.sharedMemPerBlockOptin));
     if (error != cudaSuccess) {
@@ -1197,7 +1352,7 @@ Result<TopKLauncher> TopKLauncher::Create(int device) {
     if (error != cudaSuccess) {
       return Error{"device", CudaMessage((where + ": reading the top-k kernel").c_str(), error)};
     }
-    launcher.kernel_registers_[static_cast<int>(dtype)] = attributes.numRegs;
+    launcher.kernel_registers_[static_cast<int>(dtype)][more_blocks ? 1 : 0] = attributes.numRegs;
   }
   return launcher;
 }
@@ -1220,10 +1375,11 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   p.warps_per_row = block_per_row ? problem.factors : 1;
   const size_t shared = size_t{p.table_bytes} + static_cast<size_t>(warps) * p.warp_bytes;
   if (shared > shared_per_block_) return cudaErrorInvalidConfiguration;
-  const KernelFunction kernel = KernelFor(problem.dtype);
+  const bool more_blocks = Use(paths.high_occupancy, false);
+  const KernelFunction kernel = KernelFor(problem.dtype, more_blocks);
   // Blocks resident per multiprocessor, from the limits that bind (computed here rather than by
   // the occupancy API, which costs microseconds per call).
-  const int registers = kernel_registers_[static_cast<int>(problem.dtype)];
+  const int registers = kernel_registers_[static_cast<int>(problem.dtype)][more_blocks ? 1 : 0];
   const int warp_registers = (registers * 32 + 255) / 256 * 256;
   const int by_registers = registers_per_multiprocessor_ / std::max(1, warp_registers * warps);
   const int by_shared = static_cast<int>(shared_per_multiprocessor_ / (shared + 1024));

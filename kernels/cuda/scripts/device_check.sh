@@ -5,7 +5,7 @@
 # differential test under compute-sanitizer. Uses binaries carried in carry/cuda-bin when they run
 # there, else builds. Logs go to $OUT (default ./device-out).
 #   kernels/cuda/scripts/device_check.sh [diff-problems] [sanitize:0|1] [bench:0|1|variants]
-#                                        [ncu-configs, e.g. "1 3 8"]
+#                                        [ncu-configs, e.g. "1 3 8"] [phases:0|1]
 set -u
 OUT=${OUT:-./device-out}
 mkdir -p "$OUT"
@@ -13,6 +13,7 @@ PROBLEMS=${1:-2000}
 SANITIZE=${2:-1}
 BENCH=${3:-1}
 NCU_CONFIGS=${4:-}
+PHASES=${5:-0}
 BIN=carry/cuda-bin
 START=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - START ))s] $*"; }
@@ -35,6 +36,10 @@ if [ "$BENCH" != 0 ]; then
   if [ "$BENCH" = variants ]; then VARIANTS=--variants; else VARIANTS=; fi
   timeout 240 "$BIN/pk-bench-cuda" $VARIANTS > "$OUT/bench.log" 2>&1; echo "rc=$?" >> "$OUT/bench.log"
   grep -v '^{' "$OUT/bench.log"
+fi
+if [ "$PHASES" = 1 ] && [ -x "$BIN/pk-bench-cuda-phases" ]; then
+  stamp "phases (profiling build)"; timeout 120 "$BIN/pk-bench-cuda-phases" --quick > "$OUT/phases.log" 2>&1; echo "rc=$?" >> "$OUT/phases.log"
+  grep -v '^{' "$OUT/phases.log" | grep -E 'phases|rows, warp|^[0-9a-z]+x' | cut -c1-220
 fi
 if [ "$PROBLEMS" != 0 ]; then
   stamp "diff (full)"; timeout 240 "$BIN/pk-cuda-diff" --problems "$PROBLEMS" --max-rows 4096 --max-bytes 8388608 --big-rows 2097152 --bench-rows 4096 --seed 11 > "$OUT/diff_full.log" 2>&1; echo "rc=$?" >> "$OUT/diff_full.log"

@@ -228,13 +228,33 @@ int main(int argc, char** argv) {
                 "\"fraction_of_copy\":%.4f}\n",
                 Name(config).c_str(), rows, seconds * 1e3, rows_per_s, config.reference * 1e6,
                 input_bw, input_bw / copy);
+#if defined(PK_PHASE_TIMING)
+    {
+      static const char* names[] = {"factors", "stage 1", "stage 2", "stage 3", "running",
+                                    "slot sort", "output", "block wait"};
+      uint64_t cycles[8];
+      CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
+      CUDA_OK(launcher.Launch(problem, inputs.buffers[0], rows, values,
+                              static_cast<uint32_t*>(slots), nullptr));
+      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
+      uint64_t total = 0;
+      for (uint64_t c : cycles) total += c;
+      std::printf("  phases (warp cycles a row):");
+      for (int q = 0; q < 8; ++q) {
+        if (cycles[q] > 0) std::printf(" %s %.0f (%.0f%%)", names[q], double(cycles[q]) / rows, 100.0 * cycles[q] / total);
+      }
+      std::printf("\n");
+    }
+#endif
     if (variants) {
       using Choice = pk::cuda::KernelPaths::Choice;
       const std::pair<const char*, Choice pk::cuda::KernelPaths::*> parts[] = {
           {"small_factors", &pk::cuda::KernelPaths::small_factors},
           {"lean_stages", &pk::cuda::KernelPaths::lean_stages},
           {"bisect_maxima", &pk::cuda::KernelPaths::bisect_maxima},
-          {"slot_key32", &pk::cuda::KernelPaths::slot_key32}};
+          {"slot_key32", &pk::cuda::KernelPaths::slot_key32},
+          {"occupancy", &pk::cuda::KernelPaths::high_occupancy}};
       for (const auto& [name, member] : parts) {
         for (Choice choice : {Choice::kOff, Choice::kOn}) {
           pk::cuda::KernelPaths paths;
@@ -309,6 +329,19 @@ int main(int argc, char** argv) {
       if (r >= 5) round_ms.push_back(ms);
     }
     CUDA_OK(cudaGetLastError());
+#if defined(PK_PHASE_TIMING)
+    {
+      uint64_t cycles[8];
+      CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
+      CUDA_OK(launcher.Launch(problem, inputs.buffers[0], rows, values, static_cast<uint32_t*>(slots), stream));
+      CUDA_OK(cudaStreamSynchronize(stream));
+      CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
+      std::printf("   %zu rows, warp cycles a row: factors %.0f stages %.0f %.0f %.0f running %.0f slot sort %.0f output %.0f wait %.0f\n",
+                  rows, double(cycles[0]) / rows, double(cycles[1]) / rows, double(cycles[2]) / rows,
+                  double(cycles[3]) / rows, double(cycles[4]) / rows, double(cycles[5]) / rows,
+                  double(cycles[6]) / rows, double(cycles[7]) / rows);
+    }
+#endif
     const double kernel_us = Median(kernel_ms) * 1e3;
     const double round_us = Median(round_ms) * 1e3;
     std::printf("%10zu %14.1f %22.1f %12.1f\n", rows, kernel_us, round_us, rows / kernel_us);

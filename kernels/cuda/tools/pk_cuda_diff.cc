@@ -190,6 +190,7 @@ pk::cuda::KernelPaths DrawPaths(bool vary, Random& random) {
   paths.bisect_maxima = draw();
   paths.slot_key32 = draw();
   paths.block_per_row = draw();
+  paths.high_occupancy = draw();
   return paths;
 }
 
