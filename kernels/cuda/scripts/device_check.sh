@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One call on a GPU host: check the golden cases, run the randomized differential test (random
-# shapes, the benchmark's shapes, every kernel path), time the kernel (with --variants: each
-# alternative path too), optionally count instructions with Nsight Compute and run a small
-# differential test under compute-sanitizer. Uses binaries carried in carry/cuda-bin when they run
+# shapes, the benchmark's shapes, every kernel path) and a small one under compute-sanitizer, then
+# time the kernel (with --variants: each alternative path too) and optionally count instructions
+# with Nsight Compute. Correctness first, so that a call cut short still says whether it passed. Uses binaries carried in carry/cuda-bin when they run
 # there, else builds. Logs go to $OUT (default ./device-out).
 #   kernels/cuda/scripts/device_check.sh [diff-problems] [sanitize:0|1] [bench:0|1|variants]
 #                                        [ncu-configs, e.g. "1 3 8"] [phases:0|1]
@@ -31,6 +31,18 @@ stamp "golden"; timeout 60 "$GOLDEN" tests/data/golden_cases.bin --backend cuda 
 grep -v '^FAIL' "$OUT/golden.log" | tail -2; grep '^FAIL' "$OUT/golden.log" | head -5
 stamp "diff (quick)"; timeout 90 "$BIN/pk-cuda-diff" --problems 200 --max-rows 64 --max-bytes 1048576 --big-rows 0 --bench-rows 64 --seed 7 > "$OUT/diff_quick.log" 2>&1; echo "rc=$?" >> "$OUT/diff_quick.log"
 tail -3 "$OUT/diff_quick.log"; grep '^DIFF' "$OUT/diff_quick.log" | head -3
+if [ "$PROBLEMS" != 0 ]; then
+  stamp "diff (full)"; timeout 240 "$BIN/pk-cuda-diff" --problems "$PROBLEMS" --max-rows 4096 --max-bytes 8388608 --big-rows 2097152 --bench-rows 4096 --seed 11 > "$OUT/diff_full.log" 2>&1; echo "rc=$?" >> "$OUT/diff_full.log"
+  tail -3 "$OUT/diff_full.log"; grep '^DIFF' "$OUT/diff_full.log" | head -3
+  # The smallest shapes and k, whose shared-memory layouts are the tightest, in both launch modes.
+  stamp "diff (small shapes)"; timeout 90 "$BIN/pk-cuda-diff" --problems 400 --max-rows 4096 --max-bytes 8388608 --big-rows 0 --max-width 32 --max-k 32 --seed 13 > "$OUT/diff_small.log" 2>&1; echo "rc=$?" >> "$OUT/diff_small.log"
+  tail -3 "$OUT/diff_small.log"; grep '^DIFF' "$OUT/diff_small.log" | head -3
+fi
+if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer > /dev/null; then
+  stamp "memcheck"; timeout 100 compute-sanitizer --tool memcheck --print-limit 5 "$BIN/pk-cuda-diff" --problems 25 --max-rows 4 --max-bytes 65536 --big-rows 0 --bench-rows 2 --seed 3 > "$OUT/memcheck.log" 2>&1; echo "rc=$?" >> "$OUT/memcheck.log"
+  timeout 60 compute-sanitizer --tool memcheck --print-limit 5 "$BIN/pk-cuda-diff" --problems 25 --max-rows 600 --max-bytes 65536 --big-rows 0 --max-width 32 --max-k 32 --seed 4 >> "$OUT/memcheck.log" 2>&1; echo "rc=$?" >> "$OUT/memcheck.log"
+  grep -E 'ERROR SUMMARY|passed|^rc=' "$OUT/memcheck.log"
+fi
 if [ "$BENCH" != 0 ]; then
   stamp "bench"
   if [ "$BENCH" = variants ]; then VARIANTS=--variants; else VARIANTS=; fi
@@ -40,14 +52,6 @@ fi
 if [ "$PHASES" = 1 ] && [ -x "$BIN/pk-bench-cuda-phases" ]; then
   stamp "phases (profiling build)"; timeout 120 "$BIN/pk-bench-cuda-phases" --quick > "$OUT/phases.log" 2>&1; echo "rc=$?" >> "$OUT/phases.log"
   grep -v '^{' "$OUT/phases.log" | grep -E 'phases|rows, warp|^[0-9a-z]+x' | cut -c1-220
-fi
-if [ "$PROBLEMS" != 0 ]; then
-  stamp "diff (full)"; timeout 240 "$BIN/pk-cuda-diff" --problems "$PROBLEMS" --max-rows 4096 --max-bytes 8388608 --big-rows 2097152 --bench-rows 4096 --seed 11 > "$OUT/diff_full.log" 2>&1; echo "rc=$?" >> "$OUT/diff_full.log"
-  tail -3 "$OUT/diff_full.log"; grep '^DIFF' "$OUT/diff_full.log" | head -3
-fi
-if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer > /dev/null; then
-  stamp "memcheck"; timeout 100 compute-sanitizer --tool memcheck --print-limit 5 "$BIN/pk-cuda-diff" --problems 25 --max-rows 4 --max-bytes 65536 --big-rows 0 --bench-rows 2 --seed 3 > "$OUT/memcheck.log" 2>&1; echo "rc=$?" >> "$OUT/memcheck.log"
-  tail -4 "$OUT/memcheck.log"
 fi
 if [ -n "$NCU_CONFIGS" ] && command -v ncu > /dev/null; then
   stamp "ncu instruction counts"

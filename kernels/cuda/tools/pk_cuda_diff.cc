@@ -1,5 +1,6 @@
 // pk-cuda-diff [--problems N] [--max-rows R] [--max-bytes B] [--big-rows R] [--seed S]
 //              [--golden FILE] [--bench-rows R] [--vary-paths 0|1] [--shape WxW[xW..]/k/f32|bf16]
+//              [--max-width W] [--max-k K]
 //
 // Randomized differential test of the CUDA kernel against the CPU implementation: N random
 // problems (F = 2..4, widths 1..65535 within the 32-bit slot limit, k 1..256, both types), each
@@ -13,7 +14,9 @@
 // --vary-paths 1 (the default) half the launches force a random choice of the kernel's
 // alternative paths (launch.h's KernelPaths), so that every path is checked, not only the one a
 // shape picks by default. --shape draws every random problem of that one shape (e.g.
-// 14x5/10/f32), to chase a difference found in a longer run.
+// 14x5/10/f32), to chase a difference found in a longer run; --max-width W draws every width from
+// 1..W and --max-k K every k from 1..K (small W and K: only the kernel's smallest, tightest
+// shared-memory layouts, which the usual draw seldom makes).
 //
 // Exit status: 0 when every row matched, 1 on any difference (the first few are printed), 77
 // when no CUDA device is usable (CTest's skip code), 2 for a usage or CUDA error.
@@ -317,13 +320,15 @@ uint32_t DrawK(Random& random) {
   return named[random.Below(7)];
 }
 
-pk::Problem DrawProblem(Random& random) {
+// max_width > 0: every width drawn from 1..max_width instead; max_k > 0: k from 1..max_k.
+pk::Problem DrawProblem(Random& random, uint32_t max_width, uint32_t max_k) {
   for (;;) {
     const int factors = static_cast<int>(random.Between(2, 4));
     std::vector<uint32_t> widths(factors);
-    for (auto& w : widths) w = DrawWidth(random);
+    for (auto& w : widths) w = max_width > 0 ? random.Between(1, max_width) : DrawWidth(random);
     const pk::DType dtype = random.Below(2) ? pk::DType::kFloat32 : pk::DType::kBFloat16;
-    auto problem = pk::ValidateProblem(widths, DrawK(random), dtype);
+    const uint32_t k = max_k > 0 ? random.Between(1, max_k) : DrawK(random);
+    auto problem = pk::ValidateProblem(widths, k, dtype);
     if (problem.ok()) return problem.value();
   }
 }
@@ -356,7 +361,7 @@ int Usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: pk-cuda-diff [--problems N] [--max-rows R] [--max-bytes B] "
                "[--big-rows R] [--seed S] [--golden FILE] [--bench-rows R] [--vary-paths 0|1] "
-               "[--shape WxW[xW..]/k/f32|bf16]\n",
+               "[--shape WxW[xW..]/k/f32|bf16] [--max-width W] [--max-k K]\n",
                message);
   return 2;
 }
@@ -373,6 +378,8 @@ int main(int argc, char** argv) {
   bool vary_paths = true;
   std::string golden_path;
   std::optional<pk::Problem> only_shape;
+  uint32_t max_width = 0;
+  uint32_t max_k = 0;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     if (a + 1 >= argc) return Usage(("missing value for " + arg).c_str());
@@ -393,6 +400,8 @@ int main(int argc, char** argv) {
     else if (arg == "--seed") seed = value;
     else if (arg == "--bench-rows") bench_rows = value;
     else if (arg == "--vary-paths") vary_paths = value != 0;
+    else if (arg == "--max-width") max_width = static_cast<uint32_t>(std::min<uint64_t>(value, 65535));
+    else if (arg == "--max-k") max_k = static_cast<uint32_t>(std::min<uint64_t>(value, 256));
     else return Usage(("unknown option " + arg).c_str());
   }
   std::string why;
@@ -434,7 +443,7 @@ int main(int argc, char** argv) {
     totals.failed_rows += golden_failed;
   }
   for (uint64_t n = 0; n < problems; ++n) {
-    const pk::Problem problem = only_shape ? *only_shape : DrawProblem(random);
+    const pk::Problem problem = only_shape ? *only_shape : DrawProblem(random, max_width, max_k);
     const auto distribution = static_cast<Distribution>(random.Below(static_cast<uint32_t>(Distribution::kCount)));
     const uint64_t budget = std::max<uint64_t>(1, (max_bytes >> random.Below(6)) / problem.row_bytes());
     const size_t rows = random.Between(1, static_cast<uint32_t>(std::min<uint64_t>({budget, max_rows, 1u << 30})));
