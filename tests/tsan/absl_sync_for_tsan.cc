@@ -47,7 +47,6 @@ Function Original(const char* name) {
 using MutexFunction = void (*)(absl::Mutex*);
 using MutexTry = bool (*)(absl::Mutex*);
 using CondVarWait = void (*)(absl::CondVar*, absl::Mutex*);
-using CondVarWaitFor = bool (*)(absl::CondVar*, absl::Mutex*, absl::Duration);
 using CondVarWaitUntil = bool (*)(absl::CondVar*, absl::Mutex*, absl::Time);
 
 void LockOriginal(absl::Mutex* mu) {
@@ -126,13 +125,9 @@ void CondVar::Wait(Mutex* mu) {
   wait(this, mu);
   __tsan_acquire(mu);
 }
+// Timeouts are deadlines from now, as in the library; only the deadline forms call it.
 bool CondVar::WaitWithTimeout(Mutex* mu, Duration timeout) {
-  static const auto wait = Original<CondVarWaitFor>(
-      "_ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
-  __tsan_release(mu);
-  const bool timed_out = wait(this, mu, timeout);
-  __tsan_acquire(mu);
-  return timed_out;
+  return WaitWithDeadline(mu, Now() + timeout);
 }
 bool CondVar::WaitWithDeadline(Mutex* mu, Time deadline) {
   static const auto wait = Original<CondVarWaitUntil>(
@@ -156,11 +151,7 @@ void Notification::WaitForNotification() const {
   __tsan_acquire(const_cast<Notification*>(this));
 }
 bool Notification::WaitForNotificationWithTimeout(Duration timeout) const {
-  static const auto wait = Original<bool (*)(const Notification*, Duration)>(
-      "_ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE");
-  const bool notified = wait(this, timeout);
-  if (notified) __tsan_acquire(const_cast<Notification*>(this));
-  return notified;
+  return WaitForNotificationWithDeadline(Now() + timeout);
 }
 bool Notification::WaitForNotificationWithDeadline(Time deadline) const {
   static const auto wait = Original<bool (*)(const Notification*, Time)>(
