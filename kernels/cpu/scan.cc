@@ -71,18 +71,15 @@ PK_VECTOR_CLONES void Float32Keys(const std::byte* x, uint32_t count, uint32_t* 
   }
 }
 
-PK_VECTOR_CLONES uint32_t StridedGroupMaxBound(const uint32_t* keys, uint32_t count,
-                                               uint32_t groups, uint32_t* scratch) {
-  std::memcpy(scratch, keys, groups * sizeof(uint32_t));
+PK_VECTOR_CLONES void StridedGroupMaxima(const uint32_t* keys, uint32_t count, uint32_t groups,
+                                         uint32_t* maxima) {
+  std::memcpy(maxima, keys, groups * sizeof(uint32_t));
   uint32_t start = groups;
   for (; start + groups <= count; start += groups) {
     const uint32_t* group_row = keys + start;
-    for (uint32_t g = 0; g < groups; ++g) scratch[g] = std::max(scratch[g], group_row[g]);
+    for (uint32_t g = 0; g < groups; ++g) maxima[g] = std::max(maxima[g], group_row[g]);
   }
-  for (uint32_t g = 0; start + g < count; ++g) scratch[g] = std::max(scratch[g], keys[start + g]);
-  uint32_t bound = scratch[0];
-  for (uint32_t g = 1; g < groups; ++g) bound = std::min(bound, scratch[g]);
-  return bound;
+  for (uint32_t g = 0; start + g < count; ++g) maxima[g] = std::max(maxima[g], keys[start + g]);
 }
 
 uint32_t CompressAtLeast(const uint32_t* keys, uint32_t count, uint32_t threshold, uint32_t* out) {

@@ -27,11 +27,9 @@ void Bf16ColumnKeys(const std::byte* x, uint32_t count, uint32_t* keys);
 // keys[c] = OrderedKey(x[c]) for c < count. x: float32 elements, unaligned.
 void Float32Keys(const std::byte* x, uint32_t count, uint32_t* keys);
 
-// A lower bound on the `groups`-th largest of keys[0..count): the least of the maxima of the
-// strided groups {g, g + groups, g + 2 groups, ...}; at least `groups` keys reach it.
-// Pre: 1 <= groups <= count. scratch: room for `groups` keys.
-uint32_t StridedGroupMaxBound(const uint32_t* keys, uint32_t count, uint32_t groups,
-                              uint32_t* scratch);
+// maxima[g] = the largest of the strided group {keys[g], keys[g + groups], keys[g + 2 groups], ...}
+// for g < groups: any n of the maxima are n distinct keys. Pre: 1 <= groups <= count.
+void StridedGroupMaxima(const uint32_t* keys, uint32_t count, uint32_t groups, uint32_t* maxima);
 
 // Writes the keys >= threshold to out (in order) and returns how many there were.
 // out: room for count + kCompressSlack keys.

@@ -18,10 +18,15 @@ constexpr int kMaxColumns = static_cast<int>(kMaxWidth) + 1;
 constexpr int kMaxList = static_cast<int>(kMaxK);
 // sum over i = 1..256 of floor(256 / i) = 1 563 bounds every staircase; round up.
 constexpr int kMaxCandidates = 2048 + kCompressSlack;
+// Survivor counts up to which a factor's survivors are ordered whole rather than selected first.
+constexpr uint32_t kRankAllSurvivors = 128;
 
 // One pairing stage of a shape: its candidate rank pairs, listed in SPEC.md's tie order (i + j
-// ascending, then i ascending, so that a later candidate wins a tie), and the full n-pair
-// rectangles on the staircase whose corner scores bound the n-th best candidate from below.
+// ascending, then i ascending, so that a later candidate wins a tie), and two sets of corners
+// whose scores bound the n-th best candidate from below: the full n-pair rectangles (each corner
+// scores at most every pair of its rectangle), and the smallest hyperbolic staircase
+// {(i+1)(j+1) <= m} holding n candidates (every pair of it scores at least its worst corner).
+// Rounding is monotone and NaN keys as -inf, so a pair never scores below a corner it dominates.
 struct StagePlan {
   int previous = 0;  // n[f-1]: entries of the running list
   int factor = 0;    // kf[f]: entries of factor f's list
@@ -29,6 +34,7 @@ struct StagePlan {
   std::vector<uint32_t> pair_i;  // candidate e is the pair (pair_i[e], pair_j[e])
   std::vector<uint32_t> pair_j;
   std::vector<std::pair<uint8_t, uint8_t>> corners;  // (a-1, b-1) with a * b == kept
+  std::vector<std::pair<uint8_t, uint8_t>> stair;    // the staircase's corners; empty: none
 
   void Prepare(int previous_entries, int factor_entries, uint32_t k) {
     previous = previous_entries;
@@ -49,6 +55,29 @@ struct StagePlan {
       if (kept % a != 0) continue;
       const int b = kept / a;
       if (b <= factor) corners.emplace_back(a - 1, b - 1);
+    }
+    PrepareStaircase();
+  }
+
+  // The staircase follows the level lines of a sum of two sorted lists (for smooth tails they are
+  // close to hyperbolas), so its worst corner scores near the n-th best and only about 1.3 n
+  // candidates reach it, against nearly all of them for the best rectangle corner.
+  void PrepareStaircase() {
+    stair.clear();
+    const auto length = [&](int m, int i) { return std::min(factor, m / (i + 1)); };
+    const auto pairs = [&](int m) {
+      int count = 0;
+      for (int i = 0; i < std::min(previous, m); ++i) count += length(m, i);
+      return count;
+    };
+    int m = 1;
+    while (m < kept && pairs(m) < kept) ++m;
+    if (pairs(m) < kept) return;  // m <= kept keeps every staircase pair a candidate
+    const int last = std::min(previous, m) - 1;
+    for (int i = 0; i <= last; ++i) {
+      // A run of rows of one length has its corner on its last row.
+      if (i < last && length(m, i + 1) == length(m, i)) continue;
+      stair.emplace_back(i, length(m, i) - 1);
     }
   }
 };
@@ -107,7 +136,9 @@ struct WorkspaceBuffers {
   std::array<uint64_t, kMaxList> ordered{};
   std::array<uint32_t, kMaxList> final_keys{};
   std::array<uint32_t, kMaxList> final_order{};
-  std::array<uint32_t, kMaxList> group_scratch{};
+  std::array<uint32_t, 2 * kMaxList> group_maxima{};
+  std::array<uint32_t, kMaxCandidates> stage_positions{};
+  std::array<uint32_t, kMaxCandidates> stage_keys{};
   std::array<uint32_t, kMaxCandidates> candidate_keys{};
   std::array<RankedList, kMaxFactors> factor_lists;
   std::array<RankedList, 2> running;
@@ -154,10 +185,30 @@ inline uint32_t MaxOf(const uint32_t* keys, uint32_t count) {
   return most;
 }
 
-// Groups for StridedGroupMaxBound: at least `kept` (so that `kept` keys reach the bound), and at
-// least one vector's worth so that the maxima vectorize.
-inline uint32_t BoundGroups(int kept, uint32_t width) {
-  return std::min(width, std::max(static_cast<uint32_t>(kept), 16u));
+// A lower bound that at least `kept` of a factor's `width` keys reach (kept < width), from the
+// maxima of strided groups, any n of which are n distinct keys. With eight or more keys in each of
+// about 2 kept groups it is the kept-th largest maximum cut to its top 16 bits (bfloat16: its
+// value), which on unstructured data only about 1.2 kept keys reach; else the least maximum of
+// `kept` groups (at least 16, so that the maxima vectorize).
+inline uint32_t FactorBound(const uint32_t* keys, uint32_t width, int kept, uint32_t* maxima) {
+  const auto wide_groups = static_cast<uint32_t>(PaddedCount(2 * kept));
+  if (width >= 8 * wide_groups) {
+    StridedGroupMaxima(keys, width, wide_groups, maxima);
+    uint32_t least = maxima[0];
+    uint32_t most = maxima[0];
+    for (uint32_t g = 1; g < wide_groups; ++g) {
+      least = std::min(least, maxima[g]);
+      most = std::max(most, maxima[g]);
+    }
+    return ThresholdScore(maxima, static_cast<int>(wide_groups), kept, 16, least >> 16,
+                          most >> 16)
+           << 16;
+  }
+  const uint32_t groups = std::min(width, std::max(static_cast<uint32_t>(kept), 16u));
+  StridedGroupMaxima(keys, width, groups, maxima);
+  uint32_t least = maxima[0];
+  for (uint32_t g = 1; g < groups; ++g) least = std::min(least, maxima[g]);
+  return least;
 }
 
 // Factor f's top `kept` columns by (key desc, column desc), with their values (NaN -> -inf).
@@ -174,15 +225,21 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
     uint32_t* candidates = keys;
     uint32_t lower = 0;
     if (filter) {
-      lower = StridedGroupMaxBound(keys, width, BoundGroups(kept, width), b.group_scratch.data());
+      lower = FactorBound(keys, width, kept, b.group_maxima.data());
       count = CompressAtLeast(keys, width, lower, b.survivors.data());
       candidates = b.survivors.data();
     }
-    const uint32_t upper = MaxOf(candidates, count);
-    SelectBest(candidates, static_cast<int>(count), kept, 16, lower >> 16, upper >> 16,
-               b.best.data(), b.select_scratch());
-    for (int r = 0; r < kept; ++r) b.narrow_chosen[r] = candidates[b.best[r]];
-    RankSortDescending(b.narrow_chosen.data(), kept, b.narrow_ordered.data());
+    if (count <= kRankAllSurvivors) {
+      // Few survivors (the usual case behind the tight bound): ordering all of them costs less
+      // than selecting the best first and ordering those.
+      RankSortDescending(candidates, static_cast<int>(count), b.narrow_ordered.data());
+    } else {
+      const uint32_t upper = MaxOf(candidates, count);
+      SelectBest(candidates, static_cast<int>(count), kept, 16, lower >> 16, upper >> 16,
+                 b.best.data(), b.select_scratch());
+      for (int r = 0; r < kept; ++r) b.narrow_chosen[r] = candidates[b.best[r]];
+      RankSortDescending(b.narrow_chosen.data(), kept, b.narrow_ordered.data());
+    }
     for (int r = 0; r < kept; ++r) list.column[r] = b.narrow_ordered[r] & 0xffffu;
   } else {
     // Float keys tie: select on the key with later columns winning ties, then order by the
@@ -193,7 +250,7 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
     uint32_t count = width;
     uint32_t lower = 0;
     if (filter) {
-      lower = StridedGroupMaxBound(keys, width, BoundGroups(kept, width), b.group_scratch.data());
+      lower = FactorBound(keys, width, kept, b.group_maxima.data());
       count = CompressIndicesAtLeast(keys, width, lower, columns);
       survivor_keys = b.survivor_keys.data();
       for (uint32_t e = 0; e < count; ++e) survivor_keys[e] = keys[columns[e]];
@@ -233,10 +290,24 @@ inline void SelectStage(const StagePlan& stage, const RankedList& running,
   for (const auto& [i, j] : stage.corners) {
     lower = std::max(lower, OrderedKey(running.value[i] + factor.value[j]));
   }
+  if (!stage.stair.empty()) {
+    uint32_t worst = UINT32_MAX;
+    for (const auto& [i, j] : stage.stair) {
+      worst = std::min(worst, OrderedKey(running.value[i] + factor.value[j]));
+    }
+    lower = std::max(lower, worst);
+  }
   const uint32_t upper = keys[0];  // the pair (0, 0) scores at least as high as any other
-  SelectBest(keys, count, stage.kept, 0, lower, upper, b.best.data(), b.select_scratch());
+  // Only candidates at or above the bound can be chosen; they keep their order (the tie order).
+  uint32_t* positions = b.stage_positions.data();
+  uint32_t* passing_keys = b.stage_keys.data();
+  const int passing = static_cast<int>(
+      CompressIndicesAtLeast(keys, static_cast<uint32_t>(count), lower, positions));
+  for (int s = 0; s < passing; ++s) passing_keys[s] = keys[positions[s]];
+  SelectBest(passing_keys, passing, stage.kept, 0, lower, upper, b.best.data(),
+             b.select_scratch());
   for (int r = 0; r < stage.kept; ++r) {
-    const uint32_t e = b.best[r];
+    const uint32_t e = positions[b.best[r]];
     b.wide_chosen[r] = (uint64_t{keys[e]} << 32) | e;
   }
 }

@@ -242,6 +242,24 @@ TEST(CpuTopK, WideFactors) {
   }
 }
 
+// Factors wide enough for the tight factor bound (the k-th largest of about 2k strided group
+// maxima) and stages past the staircase bound, on every distribution: ties, all-equal rows, NaN
+// and infinities are where a bound that some of the k best fail to reach would show.
+TEST(CpuTopK, TightBoundsOnEveryDistribution) {
+  std::mt19937_64 engine(31);
+  for (const auto& widths : std::vector<std::vector<uint32_t>>{{1024, 1024}, {2048, 40, 600}}) {
+    for (uint32_t k : {8u, 33u, 64u}) {
+      for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+        const Problem p = ValidateProblem(widths, k, dtype).value();
+        for (Distribution d : testing::kAllDistributions) {
+          const auto scores = testing::RandomRows(p, 2, d, engine);
+          ExpectMatchesSpec(p, scores, 2, RunCpu(p, scores, 2, 1), Describe(p, d));
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuTopK, EqualsBruteForceOnFloat32Normals) {
   std::mt19937_64 engine(99);
   for (int trial = 0; trial < 80; ++trial) {
