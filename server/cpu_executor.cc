@@ -88,8 +88,6 @@ absl::StatusOr<std::unique_ptr<Batch>> CpuExecutor::NewBatch(const pk::Problem& 
 }
 
 void CpuExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done) {
-  // The copy in runs here, on the submitting thread, while the runner computes the batch before.
-  batch->GatherScores();
   absl::MutexLock lock(&mu_);
   submitted_.emplace_back(std::move(batch), std::move(done));
 }
@@ -113,8 +111,13 @@ void CpuExecutor::RunLoop() {
     }
     Batch& batch = *work.first;
     const absl::Time start = absl::Now();
-    engine_.Run(batch.problem(), batch.scores().data(), batch.rows(), batch.values().data(),
-                batch.slots().data());
+    // The rows are read where the requests hold them: no copy in.
+    if (batch.has_sources()) {
+      engine_.Run(batch.problem(), batch.sources(), batch.values().data(), batch.slots().data());
+    } else {
+      engine_.Run(batch.problem(), batch.scores().data(), batch.rows(), batch.values().data(),
+                  batch.slots().data());
+    }
     BatchOutcome outcome{absl::OkStatus(), absl::Now() - start};
     std::move(work.second)(std::move(work.first), std::move(outcome));
   }

@@ -22,7 +22,7 @@ class CpuExecutor final : public Executor {
  public:
   struct Options {
     int threads = 1;        // compute threads, the runner thread included
-    int max_in_flight = 2;  // one batch computing while the batcher gathers the next
+    int max_in_flight = 2;  // one batch computing while the batcher forms the next
     size_t staging_bytes = size_t{64} << 20;  // per batch: scores, values and slots together
   };
 

@@ -3,15 +3,16 @@
 //
 // A batch's life: Executor::NewBatch hands out staging memory the executor owns (pageable for the
 // CPU, pinned for CUDA) -> the batcher names where each request's rows are (set_sources) ->
-// Executor::Submit -> the executor copies the rows into scores() (the one copy in, GatherScores)
-// on a thread of its choosing, fills values() and slots() and calls the completion on one of its
-// threads -> the batcher scatters each request's rows out (the one copy out) and destroys the
-// Batch, which hands the staging memory back. The copy in is the executor's so that it runs off
-// the batcher's single thread: the CUDA executor does it on each stream's own thread, in chunks
-// that overlap the transfer to the device.
+// Executor::Submit -> the executor reads the rows (the CUDA executor copies them into scores(),
+// the one copy in, GatherScores; the CPU executor computes from the sources where they are),
+// fills values() and slots() and calls the completion on one of its threads -> the batcher
+// scatters each request's rows out (the one copy out) and destroys the Batch, which hands the
+// staging memory back. The copy in is the executor's so that it runs off the batcher's single
+// thread: the CUDA executor does it on each stream's own thread, in chunks that overlap the
+// transfer to the device.
 //
 // Capacity: an executor holds at most max_in_flight() batches at once (CPU: a couple, so the next
-// batch is gathered while one computes; CUDA: devices x streams). The batcher never asks for more;
+// batch is formed while one computes; CUDA: devices x streams). The batcher never asks for more;
 // when it holds none the executor is idle and a request goes out at once, unbatched.
 #pragma once
 
@@ -55,6 +56,8 @@ class Batch {
   // The memory must stay valid until the batch completes. Set before Submit.
   void set_sources(std::vector<std::span<const std::byte>> sources);
   bool has_sources() const { return !sources_.empty(); }
+  // The sources, for an executor that computes from them where they are instead of gathering.
+  std::span<const std::span<const std::byte>> sources() const { return sources_; }
   // Copies bytes [begin, end) of the sources, taken back to back, to the same bytes of scores();
   // a no-op without sources. Executors call it before computing, whole or in chunks.
   void GatherScores(size_t begin, size_t end) const;

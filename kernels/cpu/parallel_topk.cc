@@ -21,21 +21,39 @@ ParallelTopK::~ParallelTopK() {
 }
 
 void ParallelTopK::RunPart(const Job& job, int part, Workspace& workspace) {
-  const size_t begin = job.rows * static_cast<size_t>(part) / static_cast<size_t>(job.parts);
+  size_t begin = job.rows * static_cast<size_t>(part) / static_cast<size_t>(job.parts);
   const size_t end = job.rows * static_cast<size_t>(part + 1) / static_cast<size_t>(job.parts);
-  if (begin == end) return;
   const Problem& problem = *job.problem;
+  const size_t row_bytes = problem.row_bytes();
   const uint32_t kk = problem.kk();
-  TopKRows(problem, job.scores + begin * problem.row_bytes(), end - begin,
-           job.values + begin * problem.out_value_bytes(), job.slots + begin * kk, workspace);
+  size_t input_first = 0;  // the batch row where the current input begins
+  for (const std::span<const std::byte>& input : job.inputs) {
+    if (begin >= end) return;
+    const size_t input_end = input_first + input.size() / row_bytes;
+    if (begin < input_end) {
+      const size_t rows = std::min(end, input_end) - begin;
+      TopKRows(problem, input.data() + (begin - input_first) * row_bytes, rows,
+               job.values + begin * problem.out_value_bytes(), job.slots + begin * kk, workspace);
+      begin += rows;
+    }
+    input_first = input_end;
+  }
 }
 
 void ParallelTopK::Run(const Problem& problem, const std::byte* scores, size_t rows,
                        std::byte* values, uint32_t* slots) {
+  const std::span<const std::byte> input(scores, rows * problem.row_bytes());
+  Run(problem, std::span(&input, 1), values, slots);
+}
+
+void ParallelTopK::Run(const Problem& problem, std::span<const std::span<const std::byte>> inputs,
+                       std::byte* values, uint32_t* slots) {
   std::lock_guard run_lock(run_mutex_);
+  size_t rows = 0;
+  for (const std::span<const std::byte>& input : inputs) rows += input.size() / problem.row_bytes();
   const size_t by_size = std::max<size_t>(1, rows / min_rows_per_thread_);
   const int parts = static_cast<int>(std::min<size_t>(workspaces_.size(), by_size));
-  Job job{&problem, scores, rows, values, slots, parts};
+  Job job{&problem, inputs, rows, values, slots, parts};
   if (parts > 1) {
     std::lock_guard lock(mutex_);
     job_ = job;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -27,13 +28,17 @@ class ParallelTopK {
   // Same contract as TopKRows().
   void Run(const Problem& problem, const std::byte* scores, size_t rows, std::byte* values,
            uint32_t* slots);
+  // The same for rows that lie in several places, read where they are: `inputs` hold whole rows,
+  // taken back to back as one batch (values and slots are that batch's, contiguous).
+  void Run(const Problem& problem, std::span<const std::span<const std::byte>> inputs,
+           std::byte* values, uint32_t* slots);
 
   int threads() const { return static_cast<int>(workspaces_.size()); }
 
  private:
   struct Job {
     const Problem* problem = nullptr;
-    const std::byte* scores = nullptr;
+    std::span<const std::span<const std::byte>> inputs;
     size_t rows = 0;
     std::byte* values = nullptr;
     uint32_t* slots = nullptr;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -313,6 +314,39 @@ TEST(CpuTopK, ResultsIndependentOfThreadsAndRowGrouping) {
       EXPECT_TRUE(std::equal(slots.begin(), slots.end(), one.slots.begin() + r * p.kk()));
       EXPECT_EQ(0, std::memcmp(values.data() + 1, one.values.data() + r * p.out_value_bytes(),
                                p.out_value_bytes()));
+    }
+  }
+}
+
+// Rows read where they lie, from several separately allocated inputs (as the server's CPU
+// executor reads requests' rows): the same bits as one contiguous batch, whether a thread's part
+// straddles input boundaries or an input is a single row.
+TEST(CpuTopK, RowsInSeveralInputsEqualOneContiguousBatch) {
+  std::mt19937_64 engine(17);
+  for (int trial = 0; trial < 8; ++trial) {
+    const Problem p = RandomProblem(engine, 1024, uint64_t{1} << 32);
+    const size_t rows = 23;
+    const auto scores = testing::RandomRows(p, rows, Distribution::kTies, engine);
+    const Output one = RunCpu(p, scores, rows, 1);
+    // Inputs of 1, 7, 2, 9 and 4 rows, each in memory of its own, one byte off alignment.
+    std::vector<std::vector<std::byte>> owned;
+    std::vector<std::span<const std::byte>> inputs;
+    size_t first = 0;
+    for (const size_t count : {1, 7, 2, 9, 4}) {
+      owned.emplace_back(count * p.row_bytes() + 1);
+      std::memcpy(owned.back().data() + 1, scores.data() + first * p.row_bytes(),
+                  count * p.row_bytes());
+      inputs.emplace_back(owned.back().data() + 1, count * p.row_bytes());
+      first += count;
+    }
+    ASSERT_EQ(first, rows);
+    for (int threads : {1, 2, 3}) {
+      cpu::ParallelTopK engine_of(threads, 1);
+      Output many{std::vector<std::byte>(rows * p.out_value_bytes(), std::byte{0x5a}),
+                  std::vector<uint32_t>(rows * p.kk(), 0xdeadbeefu)};
+      engine_of.Run(p, inputs, many.values.data(), many.slots.data());
+      EXPECT_EQ(one.slots, many.slots) << Describe(p, Distribution::kTies) << " threads " << threads;
+      EXPECT_EQ(one.values, many.values) << Describe(p, Distribution::kTies) << " threads " << threads;
     }
   }
 }
