@@ -27,7 +27,7 @@ inline void RankFixed(const Key* keys, int n, Place place) {
   uint32_t rank[kSize] = {};
   for (int b = 0; b < n; ++b) {
     const Key other = keys[b];
-    for (int a = 0; a < kSize; ++a) rank[a] += other > keys[a] ? 1u : 0u;
+    for (int a = 0; a < kSize; ++a) rank[a] = other > keys[a] ? rank[a] + 1 : rank[a];
   }
   for (int a = 0; a < n; ++a) place(a, rank[a]);
 }
