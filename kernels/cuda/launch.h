@@ -26,6 +26,9 @@ struct KernelPaths {
   Choice slot_key32 = Choice::kAuto;      // output order by 32-bit slot keys where slots allow
   Choice block_per_row = Choice::kAuto;   // a block of F warps per row (small batches)
   Choice high_occupancy = Choice::kAuto;  // the kernel built for more resident warps
+  Choice latency_kernel = Choice::kAuto;  // the block-per-row kernel, with a spare warp for the
+                                          // pair table (with block_per_row by default; takes
+                                          // precedence over high_occupancy)
 };
 
 class TopKLauncher {
@@ -54,7 +57,7 @@ class TopKLauncher {
   size_t shared_per_multiprocessor_ = 0;  // bytes usable by blocks on one multiprocessor
   size_t shared_per_block_ = 0;           // opt-in maximum for one block
   int registers_per_multiprocessor_ = 0;
-  int kernel_registers_[2][2] = {};       // per thread, by DType and register budget
+  int kernel_registers_[2][3] = {};       // per thread, by DType and kernel variant
 };
 
 #if defined(PK_PHASE_TIMING)

@@ -2,8 +2,10 @@
 //
 // One warp computes one row; a block's warps take rows in a grid-stride loop, and all scratch
 // lives in the warp's slice of shared memory. Small batches instead get a block of F warps per row
-// (warp f ranks factor f), for latency. Factors: when every width is at most 64, one segmented
-// register sort ranks all of them at once (factor f's columns are segment f of the warp's keys).
+// (warp f ranks factor f, then warp 0 pairs and writes), for latency, from a kernel instance of
+// its own in which a spare warp builds the pair table while the others load the row. Factors: when
+// every width is at most 64, one segmented register sort ranks all of them at once (factor f's
+// columns are segment f of the warp's keys).
 // Otherwise the warp streams each factor through a shared staging buffer in chunks of 1 024
 // elements (16-byte loads, any element alignment). On the first chunk it takes the maximum of each
 // small group of elements (2 to 8 elements of one 16-byte block, about 2 kf groups) and the kf-th
@@ -213,6 +215,7 @@ struct KernelParams {
   int warps_per_row;       // 1, or F (a block per row)
   int buffer_capacity;     // factor survivor keys
   int candidate_capacity;  // stage survivors kept in shared memory (kStageCapacity)
+  int table_warp;          // the latency kernel's pair-table builder (block-per-row: a spare warp)
 };
 
 // A warp's slice of shared memory, typed.
@@ -253,9 +256,22 @@ struct WarpMemory {
   }
 };
 
-// Warp 0 writes each stage's staircase pairs (i << 8 | j), row by row, into the block's table.
+// Emulation builds: the pair table is read-only once its warp has built it (see
+// EmulatorDeclareRules). No code on the GPU.
+__device__ __forceinline__ void EmulatorDeclareTable(const KernelParams& p, const uint8_t* table) {
+#if defined(PK_CUDA_EMULATION)
+  __syncwarp();
+  if (LaneId() == 0) pk::emu::DeclareReadOnly(table, p.table_bytes);
+#else
+  (void)p, (void)table;
+#endif
+}
+
+// Writes each stage's staircase pairs (i << 8 | j), row by row, into the block's table: warp 0
+// (the other warps return at once), or with kAnyWarp the calling warp.
+template <bool kAnyWarp>
 __device__ void BuildPairTables(const KernelParams& p, uint16_t* table) {
-  if (threadIdx.x >= 32) return;
+  if (!kAnyWarp && threadIdx.x >= 32) return;
   const int lane = LaneId();
   for (int f = 1; f < p.factors; ++f) {
     const int kept = p.kept[f];
@@ -272,6 +288,7 @@ __device__ void BuildPairTables(const KernelParams& p, uint16_t* table) {
       base += __shfl_sync(kFullMask, inclusive, 31);
     }
   }
+  EmulatorDeclareTable(p, reinterpret_cast<const uint8_t*>(table));
 }
 
 // Loads block `b` of a chunk (bytes [b*16, b*16+16) of the aligned window that starts 16-byte
@@ -1087,22 +1104,23 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
 
 // Emulation builds (emulation/cuda_runtime.h) check memory rules that the GPU does not: a warp's
 // scratch (its slice, less the factor lists in block-per-row mode, where every warp of the block
-// writes warp 0's) is written by that warp alone, the pair table by no one once built, and each row
-// starts from poisoned scratch, so that nothing left by the previous row can be read back. No code
-// on the GPU.
-__device__ __forceinline__ void EmulatorDeclareRules(const KernelParams& p, const uint8_t* shared,
-                                                     const uint8_t* slice, bool block_per_row) {
+// writes warp 0's) is written by that warp alone, the pair table by no one once built
+// (EmulatorDeclareTable), and each row starts from poisoned scratch, so that nothing left by the
+// previous row can be read back. The latency kernel's spare warp has no slice. No code on the GPU.
+__device__ __forceinline__ void EmulatorDeclareRules(const KernelParams& p, const uint8_t* slice,
+                                                     bool block_per_row) {
 #if defined(PK_CUDA_EMULATION)
-  if (threadIdx.x == 0) pk::emu::DeclareReadOnly(shared, p.table_bytes);
+  if (block_per_row && static_cast<int>(threadIdx.x >> 5) >= p.factors) return;
   const uint32_t first = block_per_row ? p.running_offset : 0u;
   pk::emu::DeclarePrivate(slice + first, p.warp_bytes - first);
 #else
-  (void)p, (void)shared, (void)slice, (void)block_per_row;
+  (void)p, (void)slice, (void)block_per_row;
 #endif
 }
 __device__ __forceinline__ void EmulatorPoisonScratch(const KernelParams& p, uint8_t* slice,
                                                       bool block_per_row) {
 #if defined(PK_CUDA_EMULATION)
+  if (block_per_row && static_cast<int>(threadIdx.x >> 5) >= p.factors) return;
   __syncwarp();
   const uint32_t first = block_per_row ? p.running_offset : 0u;
   if (LaneId() == 0) pk::emu::Poison(slice + first, p.warp_bytes - first);
@@ -1112,16 +1130,28 @@ __device__ __forceinline__ void EmulatorPoisonScratch(const KernelParams& p, uin
 #endif
 }
 
-// p.warps_per_row == 1: each warp computes whole rows in a grid-stride loop.
+// p.warps_per_row == 1: each warp computes whole rows in a grid-stride loop; warp 0 builds the
+// pair table first, behind a barrier.
 // p.warps_per_row == F: a block of F warps computes one row at a time: warp f ranks factor f into
-// warp 0's lists, then warp 0 pairs and writes (lower latency for small batches).
-template <class T, int kMinBlocks>
+// warp 0's lists, then warp 0 pairs and writes (lower latency for small batches). Only warp 0
+// reads the pair table, after the row's first barrier, so the latency kernel (kLatency) holds no
+// warp at a barrier before its loads: p.table_warp builds the table, a spare warp F where the block
+// has room (F < 4; it has no slice, ranks nothing and only keeps the barriers), else warp 0 ahead
+// of its factor. The other kernels keep v10's prologue, written so that their machine code stays
+// byte for byte v10's: every other form tried moved their register allocation (spills at the
+// 128-register cap) and cost up to 1.3 % of throughput (NOTES.md, v11).
+template <class T, int kMinBlocks, bool kLatency>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
     TopKKernel(const __grid_constant__ KernelParams p) {
   uint8_t* shared = DynamicShared();
   uint16_t* table = reinterpret_cast<uint16_t*>(shared);
-  BuildPairTables(p, table);
-  __syncthreads();
+  if constexpr (kLatency) {
+    if (static_cast<int>(threadIdx.x >> 5) == p.table_warp) BuildPairTables<true>(p, table);
+    if (p.warps_per_row == 1) __syncthreads();
+  } else {
+    BuildPairTables<false>(p, table);
+    __syncthreads();
+  }
   const unsigned warp = threadIdx.x >> 5;
   const unsigned warps = blockDim.x >> 5;
   constexpr int kBytes = T::kElementBytes;
@@ -1129,7 +1159,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
   WarpMemory<T> m(p, slice);
   // One code path for both modes (the kernel is sensitive to its code size).
   const bool block_per_row = p.warps_per_row > 1;
-  EmulatorDeclareRules(p, shared, slice, block_per_row);
+  EmulatorDeclareRules(p, slice, block_per_row);
   unsigned long long row = block_per_row ? blockIdx.x : static_cast<unsigned long long>(blockIdx.x) * warps + warp;
   const unsigned long long row_step = block_per_row ? gridDim.x : static_cast<unsigned long long>(gridDim.x) * warps;
   const int first_factor = block_per_row ? static_cast<int>(warp) : 0;
@@ -1293,15 +1323,18 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
 
 using KernelFunction = void (*)(KernelParams);
 
-// The kernel for a type, in its default register budget or the high-occupancy one (fewer
-// registers, more resident warps).
-KernelFunction KernelFor(DType dtype, bool more_blocks) {
+// The kernels of a type: the default register budget, the high-occupancy one (fewer registers,
+// more resident warps), and the latency kernel (default budget; see TopKKernel and Launch).
+enum KernelVariant : int { kDefaultKernel, kHighOccupancyKernel, kLatencyKernel, kKernelVariants };
+KernelFunction KernelFor(DType dtype, KernelVariant variant) {
   if (dtype == DType::kFloat32) {
-    return more_blocks ? &TopKKernel<Float32Type, Float32Type::kMoreBlocks>
-                       : &TopKKernel<Float32Type, Float32Type::kMinBlocks>;
+    return variant == kHighOccupancyKernel ? &TopKKernel<Float32Type, Float32Type::kMoreBlocks, false>
+           : variant == kLatencyKernel     ? &TopKKernel<Float32Type, Float32Type::kMinBlocks, true>
+                                           : &TopKKernel<Float32Type, Float32Type::kMinBlocks, false>;
   }
-  return more_blocks ? &TopKKernel<Bf16Type, Bf16Type::kMoreBlocks>
-                     : &TopKKernel<Bf16Type, Bf16Type::kMinBlocks>;
+  return variant == kHighOccupancyKernel ? &TopKKernel<Bf16Type, Bf16Type::kMoreBlocks, false>
+         : variant == kLatencyKernel     ? &TopKKernel<Bf16Type, Bf16Type::kMinBlocks, true>
+                                         : &TopKKernel<Bf16Type, Bf16Type::kMinBlocks, false>;
 }
 
 std::string CudaMessage(const char* what, cudaError_t error) {
@@ -1338,10 +1371,10 @@ Result<TopKLauncher> TopKLauncher::Create(int device) {
   launcher.shared_per_multiprocessor_ = properties.sharedMemPerMultiprocessor;
   launcher.shared_per_block_ = properties.sharedMemPerBlockOptin;
   launcher.registers_per_multiprocessor_ = properties.regsPerMultiprocessor;
-  for (int variant = 0; variant < 4; ++variant) {
-    const DType dtype = variant & 1 ? DType::kFloat32 : DType::kBFloat16;
-    const bool more_blocks = variant >= 2;
-    const KernelFunction kernel = KernelFor(dtype, more_blocks);
+  for (int index = 0; index < 2 * kKernelVariants; ++index) {
+    const DType dtype = index & 1 ? DType::kFloat32 : DType::kBFloat16;
+    const KernelVariant variant = static_cast<KernelVariant>(index >> 1);
+    const KernelFunction kernel = KernelFor(dtype, variant);
     error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(properties.sharedMemPerBlockOptin));
     if (error != cudaSuccess) {
@@ -1352,7 +1385,7 @@ Result<TopKLauncher> TopKLauncher::Create(int device) {
     if (error != cudaSuccess) {
       return Error{"device", CudaMessage((where + ": reading the top-k kernel").c_str(), error)};
     }
-    launcher.kernel_registers_[static_cast<int>(dtype)][more_blocks ? 1 : 0] = attributes.numRegs;
+    launcher.kernel_registers_[static_cast<int>(dtype)][variant] = attributes.numRegs;
   }
   return launcher;
 }
@@ -1371,17 +1404,25 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   // on the device at once (throughput).
   const bool block_per_row =
       Use(paths.block_per_row, rows <= static_cast<size_t>(multiprocessors_) * 2);
-  const int warps = block_per_row ? problem.factors : kWarpsPerBlock;
+  // The latency kernel for a block per row (its spare warp builds the pair table while the factor
+  // warps load the row: -0.6 to -0.8 us for 1-256 rows on the H200). Otherwise more resident warps where the
+  // lists are short (k <= 32: 1024x1024 bf16 +8.5 %, 16^4 f32 +14.6 % on the H200; the larger k
+  // measured lost up to 23 %, or gained nothing).
+  const KernelVariant variant = Use(paths.latency_kernel, block_per_row)     ? kLatencyKernel
+                                : Use(paths.high_occupancy, problem.k <= 32) ? kHighOccupancyKernel
+                                                                             : kDefaultKernel;
+  const bool spare_warp =
+      variant == kLatencyKernel && block_per_row && problem.factors < kWarpsPerBlock;
+  const int warps = block_per_row ? problem.factors + (spare_warp ? 1 : 0) : kWarpsPerBlock;
   p.warps_per_row = block_per_row ? problem.factors : 1;
-  const size_t shared = size_t{p.table_bytes} + static_cast<size_t>(warps) * p.warp_bytes;
+  p.table_warp = spare_warp ? problem.factors : 0;
+  const size_t slices = block_per_row ? static_cast<size_t>(problem.factors) : kWarpsPerBlock;
+  const size_t shared = size_t{p.table_bytes} + slices * p.warp_bytes;
   if (shared > shared_per_block_) return cudaErrorInvalidConfiguration;
-  // More resident warps where the lists are short (k <= 32: 1024x1024 bf16 +8.5 %, 16^4 f32 +14.6 %
-  // on the H200; the larger k measured lost up to 23 %, or gained nothing).
-  const bool more_blocks = Use(paths.high_occupancy, problem.k <= 32);
-  const KernelFunction kernel = KernelFor(problem.dtype, more_blocks);
+  const KernelFunction kernel = KernelFor(problem.dtype, variant);
   // Blocks resident per multiprocessor, from the limits that bind (computed here rather than by
   // the occupancy API, which costs microseconds per call).
-  const int registers = kernel_registers_[static_cast<int>(problem.dtype)][more_blocks ? 1 : 0];
+  const int registers = kernel_registers_[static_cast<int>(problem.dtype)][variant];
   const int warp_registers = (registers * 32 + 255) / 256 * 256;
   const int by_registers = registers_per_multiprocessor_ / std::max(1, warp_registers * warps);
   const int by_shared = static_cast<int>(shared_per_multiprocessor_ / (shared + 1024));

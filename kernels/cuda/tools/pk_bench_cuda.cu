@@ -62,6 +62,10 @@ __global__ void Spin(long long cycles) {
   }
 }
 
+// Does nothing: timed like the top-k launches, the floor that launch and events alone put under
+// any kernel time of the latency table.
+__global__ void Empty() {}
+
 struct Config {
   std::vector<uint32_t> widths;
   uint32_t k;
@@ -254,7 +258,8 @@ int main(int argc, char** argv) {
           {"lean_stages", &pk::cuda::KernelPaths::lean_stages},
           {"bisect_maxima", &pk::cuda::KernelPaths::bisect_maxima},
           {"slot_key32", &pk::cuda::KernelPaths::slot_key32},
-          {"occupancy", &pk::cuda::KernelPaths::high_occupancy}};
+          {"occupancy", &pk::cuda::KernelPaths::high_occupancy},
+          {"latency", &pk::cuda::KernelPaths::latency_kernel}};
       for (const auto& [name, member] : parts) {
         for (Choice choice : {Choice::kOff, Choice::kOn}) {
           pk::cuda::KernelPaths paths;
@@ -348,6 +353,22 @@ int main(int argc, char** argv) {
     std::printf("{\"bench\":\"latency\",\"config\":\"1024x1024 k=64 bf16\",\"rows\":%zu,"
                 "\"kernel_us\":%.2f,\"copy_kernel_copy_us\":%.2f}\n",
                 rows, kernel_us, round_us);
+  }
+  {
+    std::vector<float> empty_ms;
+    for (int r = 0; r < latency_repeats + 5; ++r) {
+      Spin<<<1, 1, 0, stream>>>(100000);
+      CUDA_OK(cudaEventRecord(start, stream));
+      Empty<<<1, 64, 0, stream>>>();
+      CUDA_OK(cudaEventRecord(stop, stream));
+      CUDA_OK(cudaEventSynchronize(stop));
+      float ms = 0;
+      CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+      if (r >= 5) empty_ms.push_back(ms);
+    }
+    CUDA_OK(cudaGetLastError());
+    std::printf("%10s %14.1f   (an empty kernel, same events)\n", "floor", Median(empty_ms) * 1e3);
+    std::printf("{\"bench\":\"latency_floor\",\"kernel_us\":%.2f}\n", Median(empty_ms) * 1e3);
   }
   CUDA_OK(cudaStreamDestroy(stream));
   CUDA_OK(cudaFreeHost(host_in));

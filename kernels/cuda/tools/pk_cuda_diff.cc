@@ -194,6 +194,7 @@ pk::cuda::KernelPaths DrawPaths(bool vary, Random& random) {
   paths.slot_key32 = draw();
   paths.block_per_row = draw();
   paths.high_occupancy = draw();
+  paths.latency_kernel = draw();
   return paths;
 }
 
