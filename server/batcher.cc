@@ -51,7 +51,10 @@ std::optional<absl::Status> DropReason(const Work& work, absl::Time now) {
 }  // namespace
 
 Batcher::Batcher(const BatcherOptions& options, Executor& executor)
-    : options_(options), executor_(executor), max_in_flight_(executor.max_in_flight()) {
+    : options_(options),
+      executor_(executor),
+      max_in_flight_(executor.max_in_flight()),
+      concurrent_(std::clamp(executor.concurrent_batches(), 1, std::max(1, max_in_flight_))) {
   next_sweep_ = absl::Now() + options_.sweep_interval;
   thread_ = std::thread([this] { Loop(); });
   pthread_setname_np(thread_.native_handle(), "pk-batcher");
@@ -111,11 +114,11 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Work> work) {
   ++open_work_;
   ++stats_.requests_accepted;
 
-  // A lone request on an idle executor goes out at once from this thread (a light-load request
-  // then skips the hop through the batcher thread). Its staging is taken under the lock, so that
-  // nothing can fail once the rows are planned.
+  // A lone request on an executor with room to compute goes out at once from this thread (a
+  // light-load request then skips the hop through the batcher thread). Its staging is taken under
+  // the lock, so that nothing can fail once the rows are planned.
   std::optional<std::pair<Plan, std::unique_ptr<Batch>>> direct;
-  if (in_flight_ == 0 && queues_.size() == 1 && queue.entries.size() == 1) {
+  if (ReadyNowLocked(queue) && queues_.size() == 1 && queue.entries.size() == 1) {
     absl::StatusOr<std::unique_ptr<Batch>> batch = executor_.NewBatch(
         queue.problem, std::min<size_t>(queue.rows, queue.batch_capacity));
     if (batch.ok()) {
@@ -199,13 +202,12 @@ void Batcher::Loop() {
 std::optional<Batcher::Plan> Batcher::TakeBatchLocked(absl::Time now, absl::Time* wake_at,
                                                       std::vector<Answer>* answers) {
   if (in_flight_ >= max_in_flight_) return std::nullopt;  // a completion wakes us
-  const bool executor_idle = in_flight_ == 0;
 
   // The ready queue whose oldest request has waited longest.
   ShapeQueue* chosen = nullptr;
   for (auto& [key, queue] : queues_) {
     const absl::Time oldest = queue.entries.front()->enqueued;
-    const bool ready = executor_idle || queue.rows >= queue.batch_capacity ||
+    const bool ready = ReadyNowLocked(queue) || queue.rows >= queue.batch_capacity ||
                        now >= oldest + options_.max_queue_delay;
     if (!ready) {
       *wake_at = std::min(*wake_at, oldest + options_.max_queue_delay);
@@ -230,6 +232,14 @@ std::optional<Batcher::Plan> Batcher::TakeBatchLocked(absl::Time now, absl::Time
   if (plan.segments.empty()) return std::nullopt;
   ++in_flight_;
   return plan;
+}
+
+bool Batcher::ReadyNowLocked(const ShapeQueue& queue) const {
+  if (in_flight_ == 0) return true;  // an idle executor: nothing to wait for
+  // A free compute slot (a CUDA lane) takes a batch's worth of bytes at once; fewer rows wait to
+  // coalesce while anything computes.
+  return in_flight_ < concurrent_ &&
+         queue.rows * queue.problem.row_bytes() >= options_.parallel_batch_bytes;
 }
 
 void Batcher::AddFrontLocked(ShapeQueue& queue, absl::Time now, Plan& plan) {

@@ -80,6 +80,11 @@ struct BatcherOptions {
   uint32_t max_batch_rows = 1024;
   absl::Duration max_queue_delay = absl::Microseconds(500);
   uint64_t max_queued_rows = 65536;
+  // Queued scores of one shape worth a batch of their own: while the executor computes fewer
+  // batches than it could (a free CUDA lane), this many bytes go out at once instead of waiting
+  // to coalesce. Smaller requests still coalesce while anything computes, since for them the
+  // per-batch cost (hand-offs, a launch, copies) is what batching saves.
+  uint64_t parallel_batch_bytes = uint64_t{256} << 10;
   // How often queued requests are checked for a passed deadline or a cancelled caller (the head
   // of a queue is also checked whenever a batch is formed).
   absl::Duration sweep_interval = absl::Milliseconds(20);
@@ -173,6 +178,9 @@ class Batcher {
   Answer FinishLocked(Tracked& tracked) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<Answer> answers) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Whether `queue` should go out now rather than wait to coalesce: the executor is idle, or a
+  // compute slot is free and the queue holds parallel_batch_bytes of scores.
+  bool ReadyNowLocked(const ShapeQueue& queue) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the front entry's next rows into `plan`, as many as the batch has room for.
   void AddFrontLocked(ShapeQueue& queue, absl::Time now, Plan& plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -190,6 +198,7 @@ class Batcher {
   const BatcherOptions options_;
   Executor& executor_;
   const int max_in_flight_;
+  const int concurrent_;  // batches the executor computes at once: below that, no waiting
 
   mutable absl::Mutex mu_;
   absl::CondVar wake_;  // the batcher thread: work queued, a batch completed, stop

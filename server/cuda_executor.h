@@ -51,6 +51,8 @@ class CudaExecutor final : public Executor {
   std::string_view backend() const override { return "cuda"; }
   std::vector<std::string> devices() const override;
   int max_in_flight() const override { return static_cast<int>(lanes_.size()); }
+  // Every lane computes on its own stream and thread.
+  int concurrent_batches() const override { return static_cast<int>(lanes_.size()); }
   size_t max_batch_rows(const pk::Problem& problem) const override;
   absl::StatusOr<std::unique_ptr<Batch>> NewBatch(const pk::Problem& problem, size_t rows) override;
   void Submit(std::unique_ptr<Batch> batch, BatchDone done) override;

@@ -12,8 +12,10 @@
 // transfer to the device.
 //
 // Capacity: an executor holds at most max_in_flight() batches at once (CPU: a couple, so the next
-// batch is formed while one computes; CUDA: devices x streams). The batcher never asks for more;
-// when it holds none the executor is idle and a request goes out at once, unbatched.
+// batch is formed while one computes; CUDA: devices x streams), and computes up to
+// concurrent_batches() of them at the same time (CPU: one; CUDA: one per lane). The batcher never
+// asks for more than max_in_flight(); while fewer than concurrent_batches() are in flight, a
+// request goes out at once, and only past that do rows wait to coalesce.
 #pragma once
 
 #include <cstddef>
@@ -105,6 +107,9 @@ class Executor {
 
   // Batches that may be held at once, from NewBatch until destroyed; at least 1.
   virtual int max_in_flight() const = 0;
+  // Batches computed at the same time, 1..max_in_flight(): the rest of max_in_flight() only holds
+  // batches formed ahead, waiting their turn.
+  virtual int concurrent_batches() const { return 1; }
   // Rows of `problem` that fit one batch's staging memory; at least 1.
   virtual size_t max_batch_rows(const pk::Problem& problem) const = 0;
 

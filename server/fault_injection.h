@@ -24,6 +24,7 @@ class FaultInjectingExecutor final : public Executor {
   std::string_view backend() const override { return inner_->backend(); }
   std::vector<std::string> devices() const override { return inner_->devices(); }
   int max_in_flight() const override { return inner_->max_in_flight(); }
+  int concurrent_batches() const override { return inner_->concurrent_batches(); }
   size_t max_batch_rows(const pk::Problem& problem) const override {
     return inner_->max_batch_rows(problem);
   }

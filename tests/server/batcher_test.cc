@@ -216,6 +216,61 @@ TEST(Batcher, QueueDelayBoundsTheWaitWhenTheExecutorIsBusy) {
   waiting.ExpectExact();
 }
 
+TEST(Batcher, AFreeComputeSlotTakesABatchWorthOfRowsAtOnce) {
+  // Three batches computed at once (as CUDA lanes are). With one held, requests of a batch's worth
+  // of bytes (here one 512-byte row) each go out at once, without waiting for max_queue_delay;
+  // once all three slots are held, the rows that arrive coalesce and go out together when a slot
+  // frees.
+  GatedExecutor executor(/*max_in_flight=*/3, /*open=*/false, /*concurrent=*/3);
+  BatcherOptions options = Options(1024, absl::Seconds(10), 1000);
+  options.parallel_batch_bytes = Shape().row_bytes();
+  Batcher batcher(options, executor);
+  Caller a(Shape(), 1, 1), b(Shape(), 2, 2), c(Shape(), 3, 3), d(Shape(), 4, 4), e(Shape(), 5, 5);
+  ASSERT_TRUE(batcher.Enqueue(a.MakeWork()).ok());
+  ASSERT_TRUE(executor.WaitForSubmitted(1, absl::Seconds(5)));
+  ASSERT_TRUE(batcher.Enqueue(b.MakeWork()).ok());
+  ASSERT_TRUE(executor.WaitForSubmitted(2, absl::Seconds(2)))
+      << "a request waited for max_queue_delay while a slot was free to compute it";
+  ASSERT_TRUE(batcher.Enqueue(c.MakeWork()).ok());
+  ASSERT_TRUE(executor.WaitForSubmitted(3, absl::Seconds(2)));
+  ASSERT_TRUE(batcher.Enqueue(d.MakeWork()).ok());
+  ASSERT_TRUE(batcher.Enqueue(e.MakeWork()).ok());
+  EXPECT_FALSE(executor.WaitForSubmitted(4, absl::Milliseconds(100)))
+      << "a batch went out with every slot held";
+  executor.Open();
+  for (Caller* caller : {&a, &b, &c, &d, &e}) {
+    ASSERT_TRUE(caller->WaitDone());
+    ASSERT_TRUE(caller->status().ok()) << caller->status();
+    caller->ExpectExact();
+  }
+  EXPECT_EQ(executor.batch_rows(), (std::vector<size_t>{1, 2, 3, 9}));
+}
+
+TEST(Batcher, SmallRequestsCoalesceWhileAnythingComputesEvenWithAFreeSlot) {
+  // A free slot takes four rows' worth at once; fewer wait (here up to a 10 s delay) to coalesce
+  // while a batch computes.
+  GatedExecutor executor(/*max_in_flight=*/3, /*open=*/false, /*concurrent=*/3);
+  BatcherOptions options = Options(1024, absl::Seconds(10), 1000);
+  options.parallel_batch_bytes = 4 * Shape().row_bytes();
+  Batcher batcher(options, executor);
+  Caller a(Shape(), 1, 1), b(Shape(), 1, 2), c(Shape(), 2, 3), d(Shape(), 1, 4);
+  ASSERT_TRUE(batcher.Enqueue(a.MakeWork()).ok());  // the executor is idle: at once
+  ASSERT_TRUE(executor.WaitForSubmitted(1, absl::Seconds(5)));
+  ASSERT_TRUE(batcher.Enqueue(b.MakeWork()).ok());
+  ASSERT_TRUE(batcher.Enqueue(c.MakeWork()).ok());
+  EXPECT_FALSE(executor.WaitForSubmitted(2, absl::Milliseconds(100)))
+      << "three rows went out alone while a batch computed";
+  ASSERT_TRUE(batcher.Enqueue(d.MakeWork()).ok());  // four rows queued: worth a slot
+  ASSERT_TRUE(executor.WaitForSubmitted(2, absl::Seconds(2)));
+  executor.Open();
+  for (Caller* caller : {&a, &b, &c, &d}) {
+    ASSERT_TRUE(caller->WaitDone());
+    ASSERT_TRUE(caller->status().ok()) << caller->status();
+    caller->ExpectExact();
+  }
+  EXPECT_EQ(executor.batch_rows(), (std::vector<size_t>{1, 4}));
+}
+
 TEST(Batcher, AFullBatchGoesOutBeforeTheDelay) {
   GatedExecutor executor(/*max_in_flight=*/2);
   Batcher batcher(Options(8, absl::Seconds(10), 1000), executor);

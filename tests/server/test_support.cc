@@ -141,8 +141,8 @@ class HeapBatch final : private BatchStorage, public Batch {
 
 }  // namespace
 
-GatedExecutor::GatedExecutor(int max_in_flight, bool open)
-    : max_in_flight_(max_in_flight), open_(open) {
+GatedExecutor::GatedExecutor(int max_in_flight, bool open, int concurrent)
+    : max_in_flight_(max_in_flight), concurrent_(concurrent), open_(open) {
   thread_ = std::thread([this] { Loop(); });
 }
 

@@ -58,7 +58,9 @@ v1::TopKRequest RandomRequest(const pk::Problem& problem, uint32_t rows, std::mt
 // submitted batch until Open(). FailWith() makes batches fail instead.
 class GatedExecutor final : public Executor {
  public:
-  explicit GatedExecutor(int max_in_flight = 1, bool open = false);
+  // `concurrent`: what concurrent_batches() reports (1..max_in_flight); batches run one at a
+  // time here regardless.
+  explicit GatedExecutor(int max_in_flight = 1, bool open = false, int concurrent = 1);
   ~GatedExecutor() override;
 
   void Open();
@@ -74,6 +76,7 @@ class GatedExecutor final : public Executor {
   std::string_view backend() const override { return "gated-test"; }
   std::vector<std::string> devices() const override { return {"test: gated cpu"}; }
   int max_in_flight() const override { return max_in_flight_; }
+  int concurrent_batches() const override { return concurrent_; }
   size_t max_batch_rows(const pk::Problem& problem) const override;
   absl::StatusOr<std::unique_ptr<Batch>> NewBatch(const pk::Problem& problem, size_t rows) override;
   void Submit(std::unique_ptr<Batch> batch, BatchDone done) override;
@@ -83,6 +86,7 @@ class GatedExecutor final : public Executor {
   bool CanRun() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int max_in_flight_;
+  const int concurrent_;
   mutable absl::Mutex mu_;
   bool open_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
