@@ -114,8 +114,6 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Work> work) {
   ++open_work_;
   ++stats_.requests_accepted;
 
-  // Whether the batcher thread has seen this queue: it has, unless this request opened it.
-  const bool joins_known_queue = queue.entries.size() > 1;
   // A lone request on an executor with room to compute goes out at once from this thread (a
   // light-load request then skips the hop through the batcher thread). Its staging is taken under
   // the lock, so that nothing can fail once the rows are planned.
@@ -133,17 +131,8 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Work> work) {
     }
   }
   // The batcher thread handles the rest: anything not sent here, or rows of a request larger than
-  // a batch. It is woken only where its plan changes: a queue it has not seen (whose delay and
-  // sweeps start now), rows left by a hand-off, or a queue now ready to go. A request joining a
-  // known queue that waits for its delay or for a completion (which wakes the thread itself)
-  // changes nothing it would do before then (its wake-up for the next sweep is already set), and
-  // a wake-up costs a futex call and two context switches.
-  if (!queues_.empty() &&
-      (direct.has_value() || !joins_known_queue ||
-       (in_flight_ < max_in_flight_ &&
-        (queue.rows >= queue.batch_capacity || ReadyNowLocked(queue))))) {
-    wake_.Signal();
-  }
+  // a batch.
+  if (!queues_.empty()) wake_.Signal();
   lock.Release();
   if (direct.has_value()) Dispatch(std::move(direct->first), std::move(direct->second));
   return absl::OkStatus();
