@@ -265,8 +265,17 @@ TEST_F(BenchRunTest, VerifyPassesAgainstPkserveInStreamModeWithRowRanges) {
       absl::StrCat(target_, " --widths=256,256,16 --k=32 --dtype=f32 --rows=1-24 --mode=stream",
                    " --concurrency=3 --warmup=0.1 --duration=0.5 --verify=40 --connections=2"));
   EXPECT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_TRUE(absl::StrContains(run.output, "verify: 40 answers equal the CPU implementation's"))
+  // Up to 40 answers are sampled; a slow build (a sanitizer, a loaded host) may answer fewer in
+  // the half second, but some must have been checked, and all must have matched.
+  const size_t at = run.output.find("verify: ");
+  ASSERT_NE(at, std::string::npos) << run.output;
+  size_t checked = 0;
+  char tail[64] = {};
+  ASSERT_EQ(std::sscanf(run.output.c_str() + at, "verify: %zu answers %63s", &checked, tail), 2)
       << run.output;
+  EXPECT_EQ(std::string(tail), "equal") << run.output;
+  EXPECT_GE(checked, 1u) << run.output;
+  EXPECT_LE(checked, 40u) << run.output;
 }
 
 TEST(BenchRun, VerifyFailsAgainstAServerThatAnswersWrongly) {
