@@ -192,23 +192,18 @@ inline uint32_t MaxOf(const uint32_t* keys, uint32_t count) {
 // `kept` groups (at least 16, so that the maxima vectorize).
 inline uint32_t FactorBound(const uint32_t* keys, uint32_t width, int kept, uint32_t* maxima) {
   const auto wide_groups = static_cast<uint32_t>(PaddedCount(2 * kept));
-  if (width >= 8 * wide_groups) {
-    StridedGroupMaxima(keys, width, wide_groups, maxima);
-    uint32_t least = maxima[0];
-    uint32_t most = maxima[0];
-    for (uint32_t g = 1; g < wide_groups; ++g) {
-      least = std::min(least, maxima[g]);
-      most = std::max(most, maxima[g]);
-    }
-    return ThresholdScore(maxima, static_cast<int>(wide_groups), kept, 16, least >> 16,
-                          most >> 16)
-           << 16;
-  }
-  const uint32_t groups = std::min(width, std::max(static_cast<uint32_t>(kept), 16u));
+  const bool tight = width >= 8 * wide_groups;
+  const uint32_t groups =
+      tight ? wide_groups : std::min(width, std::max(static_cast<uint32_t>(kept), 16u));
   StridedGroupMaxima(keys, width, groups, maxima);
   uint32_t least = maxima[0];
-  for (uint32_t g = 1; g < groups; ++g) least = std::min(least, maxima[g]);
-  return least;
+  uint32_t most = maxima[0];
+  for (uint32_t g = 1; g < groups; ++g) {
+    least = std::min(least, maxima[g]);
+    most = std::max(most, maxima[g]);
+  }
+  if (!tight) return least;
+  return ThresholdScore(maxima, static_cast<int>(groups), kept, 16, least >> 16, most >> 16) << 16;
 }
 
 // Factor f's top `kept` columns by (key desc, column desc), with their values (NaN -> -inf).
