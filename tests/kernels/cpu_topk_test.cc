@@ -140,6 +140,12 @@ Output RunCpu(const Problem& p, const std::vector<std::byte>& scores, size_t row
   return out;
 }
 
+// Two runs of the same rows gave the same bits.
+void ExpectSameOutput(const Output& expected, const Output& actual, const std::string& what) {
+  EXPECT_EQ(expected.slots, actual.slots) << what;
+  EXPECT_EQ(expected.values, actual.values) << what;
+}
+
 bool SameValue(const Problem& p, const std::byte* a, float b) {
   if (p.dtype == DType::kFloat32) {
     float x;
@@ -300,8 +306,8 @@ TEST(CpuTopK, ResultsIndependentOfThreadsAndRowGrouping) {
     const Output one = RunCpu(p, scores, rows, 1);
     for (int threads : {2, 3, 8}) {
       const Output many = RunCpu(p, scores, rows, threads);
-      EXPECT_EQ(one.slots, many.slots) << Describe(p, Distribution::kGrid) << " threads " << threads;
-      EXPECT_EQ(one.values, many.values) << Describe(p, Distribution::kGrid) << " threads " << threads;
+      ExpectSameOutput(one, many, Describe(p, Distribution::kGrid) + " threads " +
+                                      std::to_string(threads));
     }
     // Row by row, each from a fresh unaligned copy: the same bits.
     cpu::Workspace workspace;
@@ -345,8 +351,8 @@ TEST(CpuTopK, RowsInSeveralInputsEqualOneContiguousBatch) {
       Output many{std::vector<std::byte>(rows * p.out_value_bytes(), std::byte{0x5a}),
                   std::vector<uint32_t>(rows * p.kk(), 0xdeadbeefu)};
       engine_of.Run(p, inputs, many.values.data(), many.slots.data());
-      EXPECT_EQ(one.slots, many.slots) << Describe(p, Distribution::kTies) << " threads " << threads;
-      EXPECT_EQ(one.values, many.values) << Describe(p, Distribution::kTies) << " threads " << threads;
+      ExpectSameOutput(one, many, Describe(p, Distribution::kTies) + " threads " +
+                                      std::to_string(threads));
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <vector>
@@ -77,6 +78,15 @@ class Caller {
   absl::Status status_;
   WorkTiming timing_;
 };
+
+// Every caller is answered OK, with the CPU implementation's results.
+void ExpectAllAnsweredExactly(std::initializer_list<Caller*> callers) {
+  for (Caller* caller : callers) {
+    ASSERT_TRUE(caller->WaitDone());
+    ASSERT_TRUE(caller->status().ok()) << caller->status();
+    caller->ExpectExact();
+  }
+}
 
 BatcherOptions Options(uint32_t max_batch_rows, absl::Duration delay, uint64_t max_queued_rows) {
   BatcherOptions options;
@@ -187,11 +197,7 @@ TEST(Batcher, CoalescesRequestsWhileTheExecutorIsBusy) {
   ASSERT_TRUE(batcher.Enqueue(second.MakeWork()).ok());
   ASSERT_TRUE(batcher.Enqueue(third.MakeWork()).ok());
   executor.Open();
-  for (Caller* caller : {&first, &second, &third}) {
-    ASSERT_TRUE(caller->WaitDone());
-    ASSERT_TRUE(caller->status().ok()) << caller->status();
-    caller->ExpectExact();
-  }
+  ExpectAllAnsweredExactly({&first, &second, &third});
   EXPECT_EQ(executor.batch_rows(), (std::vector<size_t>{2, 12}));
   EXPECT_EQ(second.timing().batch_rows, 12u);
   EXPECT_EQ(third.timing().batch_rows, 12u);
@@ -238,11 +244,7 @@ TEST(Batcher, AFreeComputeSlotTakesABatchWorthOfRowsAtOnce) {
   EXPECT_FALSE(executor.WaitForSubmitted(4, absl::Milliseconds(100)))
       << "a batch went out with every slot held";
   executor.Open();
-  for (Caller* caller : {&a, &b, &c, &d, &e}) {
-    ASSERT_TRUE(caller->WaitDone());
-    ASSERT_TRUE(caller->status().ok()) << caller->status();
-    caller->ExpectExact();
-  }
+  ExpectAllAnsweredExactly({&a, &b, &c, &d, &e});
   EXPECT_EQ(executor.batch_rows(), (std::vector<size_t>{1, 2, 3, 9}));
 }
 
@@ -263,11 +265,7 @@ TEST(Batcher, SmallRequestsCoalesceWhileAnythingComputesEvenWithAFreeSlot) {
   ASSERT_TRUE(batcher.Enqueue(d.MakeWork()).ok());  // four rows queued: worth a slot
   ASSERT_TRUE(executor.WaitForSubmitted(2, absl::Seconds(2)));
   executor.Open();
-  for (Caller* caller : {&a, &b, &c, &d}) {
-    ASSERT_TRUE(caller->WaitDone());
-    ASSERT_TRUE(caller->status().ok()) << caller->status();
-    caller->ExpectExact();
-  }
+  ExpectAllAnsweredExactly({&a, &b, &c, &d});
   EXPECT_EQ(executor.batch_rows(), (std::vector<size_t>{1, 4}));
 }
 
@@ -307,11 +305,7 @@ TEST(Batcher, ShapeClassesNeverShareABatch) {
   ASSERT_TRUE(executor.WaitForSubmitted(1, absl::Seconds(5)));
   for (Caller* caller : {&a, &b, &c, &d}) ASSERT_TRUE(batcher.Enqueue(caller->MakeWork()).ok());
   executor.Open();
-  for (Caller* caller : {&first, &a, &b, &c, &d}) {
-    ASSERT_TRUE(caller->WaitDone());
-    ASSERT_TRUE(caller->status().ok()) << caller->status();
-    caller->ExpectExact();
-  }
+  ExpectAllAnsweredExactly({&first, &a, &b, &c, &d});
   // Oldest queue first: [first], then a+d (same class), then b, then c.
   EXPECT_EQ(executor.batch_rows(), (std::vector<size_t>{1, 7, 3, 4}));
 }
