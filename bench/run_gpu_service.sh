@@ -3,6 +3,7 @@
 # pkserve on loopback, runs pkserve-bench beside its in-process echo baseline, stops the server.
 #   1. light load:  1 row of 1024x1024 bf16 k=64 per request, concurrency 1
 #   2. throughput:  256 rows per request, a concurrency sweep over several connections
+#   2b. threads:    256 rows per request at concurrency 64, with pkserve's CPU by thread
 #   3. batching:    1-row callers at concurrency 64, then the same with --max_batch_rows=1
 #   4. the light load against the echo baseline in a process of its own (pkserve-bench --serve_echo)
 # Every answer sampled by --verify is checked bit for bit against the CPU implementation.
@@ -12,7 +13,7 @@
 #
 # DIR holds pkserve and pkserve-bench (directly or under bin/, as scripts/gpu_bundle.sh lays them
 # out) and their shared libraries under DIR/lib (added to LD_LIBRARY_PATH). Writes to $OUT:
-# light.json, throughput.json, batching.json, batching_mbr1.json, light_echo_process.json
+# light.json, throughput.json, threads.json, threads.txt, batching.json, batching_mbr1.json, light_echo_process.json
 # (pkserve-bench --json), bench.txt (the exact commands and every run's text output, with the
 # server's CPU use per level) and server.log.
 # Settings (environment): BACKEND (cuda; cpu measures the CPU backend the same way), PORT (50071),
@@ -106,6 +107,14 @@ run_bench light 35 "${shape[@]}" --rows=1 --concurrency=1 --warmup=2 --duration=
   --baseline=echo --verify=100
 run_bench throughput 110 "${shape[@]}" --rows=256 --concurrency="$sweep" \
   --connections="$connections" --warmup=2 --duration=6 --baseline=echo --verify=20
+# Where the server's CPU goes at the plateau: 256-row requests at concurrency 64, with the cores
+# each of pkserve's threads uses over 4 s in the middle of the run (bench/thread_cpu.sh).
+( sleep 4; "$(dirname "$0")/thread_cpu.sh" "$server_pid" 4 >"$out/threads.txt" 2>&1 ) &
+profile_pid=$!
+run_bench threads 25 "${shape[@]}" --rows=256 --concurrency=64 --connections="$connections" \
+  --warmup=2 --duration=8
+wait "$profile_pid" || true
+{ echo "$ bench/thread_cpu.sh $server_pid 4 (seconds 4-8 of the run above)"; cat "$out/threads.txt"; echo; } >>"$text"
 run_bench batching 40 "${shape[@]}" --rows=1 --concurrency=64 --connections="$connections" \
   --warmup=2 --duration=8 --baseline=echo --verify=100
 stop_server
