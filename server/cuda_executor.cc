@@ -56,13 +56,20 @@ void CpuRelax() {
 }
 
 // How long a lane polls for its batch to finish before it sleeps until it does: long enough for a
-// small batch (copies and kernel of 64 rows take about 30 us), short enough that large batches do
-// not hold a core each while the device works.
+// small batch (copies and kernel of 64 rows take about 30 us), short enough that a core is not held
+// for long while the device works.
 constexpr std::chrono::microseconds kSpinForBatch{100};
 
-// Waits for `event` (created with cudaEventBlockingSync): polls for kSpinForBatch, then sleeps.
-cudaError_t WaitForEvent(cudaEvent_t event) {
-  const auto spin_until = std::chrono::steady_clock::now() + kSpinForBatch;
+// Batches of at least this many bytes of scores are throughput work: their lane neither polls for
+// them (it sleeps on the event at once; the wake-up, tens of microseconds, is small beside their
+// copies) nor spins for the next batch after them. At the plateau of 1 MiB requests, polling and
+// spinning took about as much CPU per request as the gather itself, CPU the host's gRPC threads
+// needed. Small batches, the latency-bound ones, keep both.
+constexpr size_t kLatencyBatchBytes = size_t{256} << 10;
+
+// Waits for `event` (created with cudaEventBlockingSync): polls for `spin`, then sleeps.
+cudaError_t WaitForEvent(cudaEvent_t event, std::chrono::microseconds spin) {
+  const auto spin_until = std::chrono::steady_clock::now() + spin;
   cudaError_t state = cudaEventQuery(event);
   while (state == cudaErrorNotReady && std::chrono::steady_clock::now() < spin_until) {
     CpuRelax();
@@ -329,14 +336,16 @@ void CudaExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done) {
 
 void CudaExecutor::LaneLoop(Lane& lane) {
   cudaSetDevice(lane.device->ordinal);
+  size_t last_batch_bytes = 0;
   while (true) {
     std::unique_ptr<Batch> batch;
     BatchDone done;
     // Under steady traffic the next batch usually comes within a round trip of the last one, and
-    // a sleeping thread takes tens of microseconds to wake: spin a little before sleeping, if no
-    // other lane is spinning. An idle server spins for nothing.
+    // a sleeping thread takes tens of microseconds to wake: after a small batch, spin a little
+    // before sleeping, if no other lane is spinning. An idle server spins for nothing.
     int none = -1;
-    if (spinning_lane_.compare_exchange_strong(none, lane.index, std::memory_order_relaxed)) {
+    if (last_batch_bytes < kLatencyBatchBytes &&
+        spinning_lane_.compare_exchange_strong(none, lane.index, std::memory_order_relaxed)) {
       const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
       while (!lane.posted.load(std::memory_order_acquire) &&
              std::chrono::steady_clock::now() < spin_until) {
@@ -352,6 +361,7 @@ void CudaExecutor::LaneLoop(Lane& lane) {
       done = std::move(lane.done);
       lane.posted.store(false, std::memory_order_relaxed);
     }
+    last_batch_bytes = batch->scores().size();
     BatchOutcome outcome = RunOnLane(lane, *batch);
     outcome.device = lane.device->index;
     std::move(done)(std::move(batch), std::move(outcome));
@@ -396,7 +406,9 @@ BatchOutcome CudaExecutor::RunOnLane(Lane& lane, Batch& batch) {
   }
   if (error == cudaSuccess) error = cudaEventRecord(lane.stop.handle, stream);
   if (error == cudaSuccess) {
-    error = WaitForEvent(lane.stop.handle);
+    error = WaitForEvent(lane.stop.handle, layout.scores < kLatencyBatchBytes
+                                               ? kSpinForBatch
+                                               : std::chrono::microseconds::zero());
   } else {
     // Wait for the stream even after an enqueue error, so that no copy still runs into a buffer
     // the next batch will use.

@@ -2,12 +2,13 @@
 // staging and device buffers, sized once at start and reused. A lane takes one batch at a time,
 // on its own thread: gathers the requests' rows into its pinned staging in 1 MiB pieces, each sent
 // to the device as soon as it is gathered, then kernel and copy out on its stream, then completes
-// the batch. Lanes of one device overlap each other's gathers, copies and kernels. A lane thread
-// spins for up to 200 us after a batch before it sleeps (one lane at a time), and the next batch
-// goes to the spinning lane when it is free, so that a steady trickle of requests finds a lane
-// awake; an idle server does not spin, and a busy one spends at most one core on it. While its
-// batch runs, a lane polls for 100 us (a small batch is done by then), then sleeps until the
-// device finishes.
+// the batch. Lanes of one device overlap each other's gathers, copies and kernels. After a small
+// batch (under 256 KiB of scores) a lane thread spins for up to 200 us before it sleeps (one lane
+// at a time), and the next batch goes to the spinning lane when it is free, so that a steady
+// trickle of requests finds a lane awake; an idle server does not spin, and a busy one spends at
+// most one core on it. While a small batch runs, its lane polls for 100 us (such a batch is done
+// by then), then sleeps until the device finishes; a lane with a large batch sleeps at once, so
+// that at high throughput the lanes leave the host's cores to gRPC.
 //
 // A CUDA error fails the batch with INTERNAL and is logged. An error that leaves the device's
 // context unusable (a kernel fault, a lost device) takes every lane of that device out of
