@@ -6,8 +6,11 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -17,14 +20,35 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
 #include "pkserve/v1/pkserve.pb.h"
 #include "server/batcher.h"
 
 namespace pkserve {
 
-// `message` (one gRPC message, left as it was) parsed into `request`; INVALID_ARGUMENT saying so
-// when its bytes are not a TopKRequest.
-absl::Status ParseTopKRequest(grpc::ByteBuffer& message, v1::TopKRequest* request);
+// A TopKRequest as it came off the wire. `request` holds every field but `scores`; the scores'
+// bytes stay where gRPC received them, so that the executor's one copy in (or the CPU's reading in
+// place) is the only pass over them: `scores` lists them in order, as pieces of `slices`, which
+// keeps them alive. (Where the message cannot be read that way, ParseTopKRequest parses it whole,
+// and `scores` is then the one piece request.scores().) Neither moved nor copied once parsed.
+struct ReceivedTopK {
+  v1::TopKRequest request;
+  std::vector<grpc::Slice> slices;
+  std::vector<std::span<const std::byte>> scores;
+
+  ReceivedTopK() = default;
+  ReceivedTopK(const ReceivedTopK&) = delete;
+  ReceivedTopK& operator=(const ReceivedTopK&) = delete;
+
+  size_t scores_bytes() const;
+  // Frees everything (for a stream, once a request is answered).
+  void Clear();
+};
+
+// `message` (one gRPC message, left as it was) parsed into `received`; INVALID_ARGUMENT saying so
+// when its bytes are not a TopKRequest. Accepts exactly what protobuf's parser accepts, with the
+// same result.
+absl::Status ParseTopKRequest(grpc::ByteBuffer& message, ReceivedTopK* received);
 
 // `message` serialized into `out` for a raw write; INTERNAL if protobuf cannot.
 absl::Status SerializeMessage(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out);
@@ -55,11 +79,12 @@ class Admission {
   // `batcher` must outlive the admission.
   Admission(Batcher& batcher, uint32_t max_rows_per_request, uint64_t max_caller_queued_rows);
 
-  // Takes `request` in for `caller` (see CallerRows). OK: `done` is called exactly once, later and
+  // Takes `received` in for `caller` (see CallerRows). OK: `done` is called exactly once, later and
   // from another thread, with OK (`response` filled, timing included) or why it failed. Otherwise
   // `done` is not called and the status is the answer: INVALID_ARGUMENT, RESOURCE_EXHAUSTED,
-  // DEADLINE_EXCEEDED, UNAVAILABLE. `request` and `response` must stay valid until `done` returns.
-  absl::Status Submit(absl::string_view caller, const v1::TopKRequest& request,
+  // DEADLINE_EXCEEDED, UNAVAILABLE. `received` and `response` must stay valid until `done`
+  // returns.
+  absl::Status Submit(absl::string_view caller, const ReceivedTopK& received,
                       v1::TopKResponse* response, absl::Time deadline,
                       absl::AnyInvocable<bool() const> is_cancelled,
                       absl::AnyInvocable<void(absl::Status) &&> done);

@@ -325,8 +325,9 @@ void Batcher::Dispatch(Plan plan, std::unique_ptr<Batch> batch) {
   std::vector<std::span<const std::byte>> sources;
   sources.reserve(plan.segments.size());
   for (const Segment& segment : plan.segments) {
-    sources.push_back(segment.tracked->work->scores.subspan(size_t{segment.first_row} * row_bytes,
-                                                            size_t{segment.rows} * row_bytes));
+    const size_t begin = size_t{segment.first_row} * row_bytes;
+    AppendPieces(segment.tracked->work->scores, begin, begin + size_t{segment.rows} * row_bytes,
+                 &sources);
   }
   batch->set_sources(std::move(sources));
   executor_.Submit(std::move(batch),

@@ -55,7 +55,9 @@ struct WorkTiming {
 struct Work {
   pk::Problem problem;                // validated
   uint32_t rows = 0;                  // >= 1
-  std::span<const std::byte> scores;  // rows x problem.row_bytes()
+  // rows x problem.row_bytes() bytes in all, in order, in pieces that need not hold whole rows
+  // (as gRPC received them; see ReceivedTopK)
+  std::span<const std::span<const std::byte>> scores;
   std::span<std::byte> values;        // rows x problem.out_value_bytes(), filled on success
   std::span<std::byte> slots;         // rows x problem.kk() little-endian uint32, filled on success
   absl::Time deadline = absl::InfiniteFuture();

@@ -3,7 +3,9 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <span>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/topk_cpu.h"
@@ -111,13 +113,10 @@ void CpuExecutor::RunLoop() {
     }
     Batch& batch = *work.first;
     const absl::Time start = absl::Now();
-    // The rows are read where the requests hold them: no copy in.
-    if (batch.has_sources()) {
-      engine_.Run(batch.problem(), batch.sources(), batch.values().data(), batch.slots().data());
-    } else {
-      engine_.Run(batch.problem(), batch.scores().data(), batch.rows(), batch.values().data(),
-                  batch.slots().data());
-    }
+    // The rows are read where the requests hold them; only a row split across two of gRPC's
+    // slices is copied first.
+    const std::vector<std::span<const std::byte>> rows = batch.WholeRows();
+    engine_.Run(batch.problem(), rows, batch.values().data(), batch.slots().data());
     BatchOutcome outcome{absl::OkStatus(), absl::Now() - start};
     std::move(work.second)(std::move(work.first), std::move(outcome));
   }

@@ -25,4 +25,50 @@ void Batch::GatherScores(size_t begin, size_t end) const {
   }
 }
 
+std::vector<std::span<const std::byte>> Batch::WholeRows() const {
+  if (sources_.empty()) return {scores_};
+  const size_t row_bytes = problem_.row_bytes();
+  std::vector<std::span<const std::byte>> rows;
+  rows.reserve(sources_.size() + 1);
+  size_t begin = 0;  // where the current source begins in the batch
+  for (const std::span<const std::byte>& source : sources_) {
+    const size_t end = std::min(begin + source.size(), scores_.size());
+    if (begin >= end) break;
+    const size_t first_whole = (begin + row_bytes - 1) / row_bytes * row_bytes;
+    const size_t last_whole = std::max(first_whole, end / row_bytes * row_bytes);
+    // The end of a row begun in an earlier source: to staging, and the row is whole there.
+    if (begin < first_whole) {
+      const size_t bytes = std::min(first_whole, end) - begin;
+      std::memcpy(scores_.data() + begin, source.data(), bytes);
+      if (first_whole <= end) rows.push_back(scores_.subspan(first_whole - row_bytes, row_bytes));
+    }
+    // Whole rows: read in place.
+    if (first_whole < last_whole) {
+      rows.push_back(source.subspan(first_whole - begin, last_whole - first_whole));
+    }
+    // The start of a row that ends in a later source: to staging.
+    if (last_whole < end) {
+      std::memcpy(scores_.data() + last_whole, source.data() + (last_whole - begin),
+                  end - last_whole);
+    }
+    begin = end;
+  }
+  return rows;
+}
+
+void AppendPieces(std::span<const std::span<const std::byte>> pieces, size_t begin, size_t end,
+                  std::vector<std::span<const std::byte>>* out) {
+  size_t piece_begin = 0;  // where the current piece begins
+  for (const std::span<const std::byte>& piece : pieces) {
+    if (begin >= end) return;
+    const size_t piece_end = piece_begin + piece.size();
+    if (begin < piece_end) {
+      const size_t bytes = std::min(end, piece_end) - begin;
+      out->push_back(piece.subspan(begin - piece_begin, bytes));
+      begin += bytes;
+    }
+    piece_begin = piece_end;
+  }
+}
+
 }  // namespace pkserve

@@ -54,12 +54,16 @@ class Batch {
   // rows x problem.kk() slots, ascending within each row: written by the executor.
   std::span<uint32_t> slots() const { return slots_; }
 
-  // Where the rows come from: whole rows, in batch order, rows x problem.row_bytes() bytes in all.
-  // The memory must stay valid until the batch completes. Set before Submit.
+  // Where the rows come from: rows x problem.row_bytes() bytes in all, in batch order, in pieces
+  // that need not hold whole rows (a request's bytes lie where gRPC received them). The memory must
+  // stay valid until the batch completes. Set before Submit.
   void set_sources(std::vector<std::span<const std::byte>> sources);
   bool has_sources() const { return !sources_.empty(); }
-  // The sources, for an executor that computes from them where they are instead of gathering.
   std::span<const std::span<const std::byte>> sources() const { return sources_; }
+  // The rows as spans of whole rows, in batch order, for an executor that computes from them where
+  // they are: each run of whole rows within one source is read in place, and each row split
+  // across sources is first copied to its own place in scores(). Without sources, scores() whole.
+  std::vector<std::span<const std::byte>> WholeRows() const;
   // Copies bytes [begin, end) of the sources, taken back to back, to the same bytes of scores();
   // a no-op without sources. Executors call it before computing, whole or in chunks.
   void GatherScores(size_t begin, size_t end) const;
@@ -79,6 +83,10 @@ class Batch {
   std::span<uint32_t> slots_;
   std::vector<std::span<const std::byte>> sources_;
 };
+
+// Appends bytes [begin, end) of `pieces`, taken back to back, to `out`, as pieces of them.
+void AppendPieces(std::span<const std::span<const std::byte>> pieces, size_t begin, size_t end,
+                  std::vector<std::span<const std::byte>>* out);
 
 // How a batch went.
 struct BatchOutcome {

@@ -10,7 +10,7 @@ namespace {
 
 // One TopK call's request and answer, alive until the call is finished.
 struct UnaryTopK {
-  v1::TopKRequest request;
+  ReceivedTopK received;
   v1::TopKResponse response;
 };
 
@@ -34,16 +34,16 @@ grpc::ServerUnaryReactor* SparseMemoryService::TopK(grpc::CallbackServerContext*
   const auto answer = [reactor, response, call, &metrics = metrics_,
                        arrived = metrics_.RequestArrived()](absl::Status status) {
     if (status.ok()) status = SerializeMessage(call->response, response);
-    metrics.RequestAnswered(Rpc::kTopK, status.code(), call->request.rows(), arrived);
+    metrics.RequestAnswered(Rpc::kTopK, status.code(), call->received.request.rows(), arrived);
     reactor->Finish(ToGrpcStatus(status));
   };
   grpc::ByteBuffer message(*request);  // shares the slices, copies no bytes
-  if (absl::Status parsed = ParseTopKRequest(message, &call->request); !parsed.ok()) {
+  if (absl::Status parsed = ParseTopKRequest(message, &call->received); !parsed.ok()) {
     answer(parsed);
     return reactor;
   }
   absl::Status status = admission_.Submit(
-      context->peer(), call->request, &call->response, CallDeadline(*context),
+      context->peer(), call->received, &call->response, CallDeadline(*context),
       [context] { return context->IsCancelled(); }, [answer](absl::Status done) { answer(done); });
   if (!status.ok()) answer(status);
   return reactor;

@@ -75,7 +75,7 @@ void TopKStreamReactor::AdmitLocked(std::unique_ptr<Item> item) {
   admitted->bytes = admitted->message.Length();
   pending_bytes_ += admitted->bytes;
   items_.push_back(std::move(item));
-  absl::Status parsed = ParseTopKRequest(admitted->message, &admitted->request);
+  absl::Status parsed = ParseTopKRequest(admitted->message, &admitted->received);
   admitted->message.Clear();
   if (!parsed.ok()) {
     AnswerLocked(admitted, parsed);
@@ -83,15 +83,16 @@ void TopKStreamReactor::AdmitLocked(std::unique_ptr<Item> item) {
   }
   // Under the mutex is safe: Submit never calls back into this stream before it returns.
   absl::Status status = admission_.Submit(
-      peer_, admitted->request, admitted->response.mutable_result(), CallDeadline(*context_),
+      peer_, admitted->received, admitted->response.mutable_result(), CallDeadline(*context_),
       [context = context_] { return context->IsCancelled(); },
       [this, admitted](absl::Status done_status) { OnAnswered(admitted, done_status); });
   if (!status.ok()) AnswerLocked(admitted, status);
 }
 
 void TopKStreamReactor::AnswerLocked(Item* item, const absl::Status& status) {
-  metrics_.RequestAnswered(Rpc::kTopKStream, status.code(), item->request.rows(), item->arrived);
-  item->response.set_request_id(item->request.request_id());
+  metrics_.RequestAnswered(Rpc::kTopKStream, status.code(), item->received.request.rows(),
+                           item->arrived);
+  item->response.set_request_id(item->received.request.request_id());
   const auto set_error = [item](const absl::Status& error_status) {
     v1::StreamError* error = item->response.mutable_error();  // replaces the result
     error->set_code(static_cast<int32_t>(error_status.code()));
@@ -103,7 +104,7 @@ void TopKStreamReactor::AnswerLocked(Item* item, const absl::Status& status) {
     SerializeMessage(item->response, &item->reply).IgnoreError();  // an error always serializes
   }
   // Only the reply is needed from now on.
-  item->request = v1::TopKRequest();
+  item->received.Clear();
   item->response = v1::TopKStreamResponse();
   pending_bytes_ -= item->bytes;
   item->bytes = item->reply.Length();

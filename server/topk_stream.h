@@ -64,8 +64,8 @@ class TopKStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer,
  private:
   // One request of the stream and its answer.
   struct Item {
-    grpc::ByteBuffer message;  // as read; parsed into `request`, then let go
-    v1::TopKRequest request;
+    grpc::ByteBuffer message;  // as read; parsed into `received`, then let go
+    ReceivedTopK received;
     v1::TopKStreamResponse response;
     grpc::ByteBuffer reply;  // `response` serialized, once answered
     size_t bytes = 0;        // of the message, then of the reply: counted in pending_bytes_

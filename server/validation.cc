@@ -29,6 +29,12 @@ v1::DType DTypeToWire(pk::DType dtype) {
 
 absl::StatusOr<pk::Problem> ValidateTopKRequest(const v1::TopKRequest& request,
                                                 uint32_t max_rows_per_request) {
+  return ValidateTopKRequest(request, request.scores().size(), max_rows_per_request);
+}
+
+absl::StatusOr<pk::Problem> ValidateTopKRequest(const v1::TopKRequest& request,
+                                                size_t scores_bytes,
+                                                uint32_t max_rows_per_request) {
   absl::StatusOr<pk::DType> dtype = DTypeFromWire(request.dtype());
   // The shape first (widths, then k), so that a bad shape is reported whatever the dtype says.
   const std::span<const uint32_t> widths(request.factor_widths().data(),
@@ -43,7 +49,7 @@ absl::StatusOr<pk::Problem> ValidateTopKRequest(const v1::TopKRequest& request,
                                                    request.rows()));
   }
   pk::Result<std::monostate> payload =
-      pk::ValidatePayload(problem.value(), request.rows(), request.scores().size());
+      pk::ValidatePayload(problem.value(), request.rows(), scores_bytes);
   if (!payload.ok()) return absl::InvalidArgumentError(payload.error().message);
   return problem.value();
 }

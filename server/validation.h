@@ -2,6 +2,7 @@
 // limits and the server's own; everything behind it trusts the pk::Problem it returns.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "absl/status/statusor.h"
@@ -19,6 +20,11 @@ v1::DType DTypeToWire(pk::DType dtype);
 // violation as INVALID_ARGUMENT whose message names the field, the value and the limit, e.g.
 // "k must be in [1, 256], got 300".
 absl::StatusOr<pk::Problem> ValidateTopKRequest(const v1::TopKRequest& request,
+                                                uint32_t max_rows_per_request);
+// The same for a request whose scores are held elsewhere (ReceivedTopK): `scores_bytes` stands for
+// request.scores().size().
+absl::StatusOr<pk::Problem> ValidateTopKRequest(const v1::TopKRequest& request,
+                                                size_t scores_bytes,
                                                 uint32_t max_rows_per_request);
 
 }  // namespace pkserve

@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -22,13 +24,20 @@ namespace {
 using testing::GatedExecutor;
 using testing::MakeProblem;
 
-// One caller's request with its own buffers, and what the batcher answered.
+// One caller's request with its own buffers, and what the batcher answered. Its scores are handed
+// over in pieces of `piece_bytes` (0: one piece), as gRPC's slices would hold them: pieces need not
+// hold whole rows.
 class Caller {
  public:
-  Caller(const pk::Problem& problem, uint32_t rows, uint64_t seed = 1)
+  Caller(const pk::Problem& problem, uint32_t rows, uint64_t seed = 1, size_t piece_bytes = 0)
       : problem_(problem), rows_(rows) {
     std::mt19937_64 engine(seed);
     scores_ = pk::testing::RandomRows(problem, rows, pk::testing::Distribution::kTies, engine);
+    const std::span<const std::byte> all(scores_);
+    const size_t step = piece_bytes == 0 ? all.size() : piece_bytes;
+    for (size_t begin = 0; begin < all.size(); begin += step) {
+      pieces_.push_back(all.subspan(begin, std::min(step, all.size() - begin)));
+    }
     values_.resize(rows * problem.out_value_bytes());
     slots_.resize(rows * problem.kk() * sizeof(uint32_t));
   }
@@ -37,7 +46,7 @@ class Caller {
     auto work = std::make_unique<Work>();
     work->problem = problem_;
     work->rows = rows_;
-    work->scores = scores_;
+    work->scores = pieces_;
     work->values = values_;
     work->slots = slots_;
     work->deadline = deadline;
@@ -71,6 +80,7 @@ class Caller {
   pk::Problem problem_;
   uint32_t rows_;
   std::vector<std::byte> scores_;
+  std::vector<std::span<const std::byte>> pieces_;
   std::vector<std::byte> values_;
   std::vector<std::byte> slots_;
   std::atomic<bool> cancelled_{false};
@@ -111,19 +121,24 @@ class VectorBatch final : public Batch {
 
 TEST(Batch, GatherScoresCopiesTheSourcesBackToBackInAnyPieces) {
   const pk::Problem problem = MakeProblem({4, 4}, 2, pk::DType::kFloat32);  // 32-byte rows
-  std::vector<std::byte> a(32 * 3), b(32 * 1), c(32 * 2);
+  constexpr size_t kRows = 300;
+  // Sources that split rows, one of a single byte, long enough for the cache-bypassing stores.
+  std::vector<std::byte> a(3213), b(40), c(1), d(32 * kRows - 3213 - 40 - 1);
   std::mt19937 engine(7);
-  for (auto* source : {&a, &b, &c}) {
+  for (auto* source : {&a, &b, &c, &d}) {
     for (std::byte& byte : *source) byte = static_cast<std::byte>(engine());
   }
   std::vector<std::byte> expected;
-  for (auto* source : {&a, &b, &c}) expected.insert(expected.end(), source->begin(), source->end());
+  for (auto* source : {&a, &b, &c, &d}) {
+    expected.insert(expected.end(), source->begin(), source->end());
+  }
 
   // Pieces of 1 byte, of sizes that straddle every source boundary, and the whole at once.
-  for (const size_t piece : {size_t{1}, size_t{7}, size_t{32}, size_t{45}, size_t{1000}}) {
+  for (const size_t piece :
+       {size_t{1}, size_t{7}, size_t{32}, size_t{45}, size_t{1000}, size_t{4099}, size_t{100000}}) {
     std::vector<std::byte> scores(expected.size(), std::byte{0xEE});
-    VectorBatch batch(problem, 6, scores);
-    batch.set_sources({a, b, c});
+    VectorBatch batch(problem, kRows, scores);
+    batch.set_sources({a, b, c, d});
     for (size_t begin = 0; begin < scores.size(); begin += piece) {
       batch.GatherScores(begin, begin + piece);  // the last piece runs past the end: clamped
     }
@@ -131,9 +146,48 @@ TEST(Batch, GatherScoresCopiesTheSourcesBackToBackInAnyPieces) {
   }
   // Without sources the scores are left as they were written.
   std::vector<std::byte> scores(expected.size(), std::byte{0x5A});
-  VectorBatch batch(problem, 6, scores);
+  VectorBatch batch(problem, kRows, scores);
   batch.GatherScores();
   EXPECT_EQ(scores, std::vector<std::byte>(expected.size(), std::byte{0x5A}));
+}
+
+TEST(Batch, WholeRowsReadsRowsInPlaceAndCopiesOnlyRowsSplitAcrossSources) {
+  const pk::Problem problem = MakeProblem({4, 4}, 2, pk::DType::kFloat32);  // 32-byte rows
+  constexpr size_t kRows = 9;
+  std::vector<std::byte> all(32 * kRows);
+  std::mt19937 engine(11);
+  for (std::byte& byte : all) byte = static_cast<std::byte>(engine());
+  // Cut points that fall on row boundaries, inside rows, and several inside one row.
+  for (const std::vector<size_t>& cuts :
+       {std::vector<size_t>{}, {64, 96}, {5}, {31, 33}, {40, 50, 60, 70, 200}, {1, 2, 3, 287}}) {
+    std::vector<std::span<const std::byte>> sources;
+    size_t begin = 0;
+    for (const size_t cut : cuts) {
+      sources.push_back(std::span(all).subspan(begin, cut - begin));
+      begin = cut;
+    }
+    sources.push_back(std::span(all).subspan(begin));
+    std::vector<std::byte> staging(all.size(), std::byte{0xEE});
+    VectorBatch batch(problem, kRows, staging);
+    batch.set_sources(sources);
+
+    std::vector<std::byte> joined;
+    for (const std::span<const std::byte> rows : batch.WholeRows()) {
+      ASSERT_EQ(rows.size() % 32, 0u) << "a span of part of a row";
+      const bool in_place = rows.data() >= all.data() && rows.data() < all.data() + all.size();
+      const bool staged =
+          rows.data() >= staging.data() && rows.data() < staging.data() + staging.size();
+      ASSERT_TRUE(in_place || staged);
+      if (staged) {
+        EXPECT_EQ(rows.size(), 32u) << "more than the split row was copied";
+        // A staged row sits at its own place in the batch's staging.
+        const size_t at = static_cast<size_t>(rows.data() - staging.data());
+        EXPECT_EQ(at, joined.size());
+      }
+      joined.insert(joined.end(), rows.begin(), rows.end());
+    }
+    EXPECT_EQ(joined, all) << cuts.size() << " cuts";
+  }
 }
 
 TEST(Batcher, IdleExecutorTakesALoneRequestAtOnce) {
@@ -286,7 +340,8 @@ TEST(Batcher, AFullBatchGoesOutBeforeTheDelay) {
 TEST(Batcher, SplitsARequestLargerThanABatch) {
   CpuExecutor executor(CpuExecutor::Options{.threads = 2});
   Batcher batcher(Options(5, absl::Milliseconds(1), 1000), executor);
-  Caller big(Shape(), 12);
+  // Its scores in pieces that split rows: every batch reads some rows in place, copies others.
+  Caller big(Shape(), 12, /*seed=*/1, /*piece_bytes=*/700);
   ASSERT_TRUE(batcher.Enqueue(big.MakeWork()).ok());
   ASSERT_TRUE(big.WaitDone());
   ASSERT_TRUE(big.status().ok()) << big.status();
@@ -423,8 +478,11 @@ TEST(Batcher, ManyThreadsManyShapesAllExact) {
   std::vector<std::unique_ptr<Caller>> callers;
   std::mt19937_64 engine(7);
   for (int i = 0; i < 300; ++i) {
+    // Two in three callers' scores come in pieces of 1 to 600 bytes, as gRPC's slices may cut them.
+    const size_t piece_bytes = i % 3 == 0 ? 0 : 1 + engine() % 600;
     callers.push_back(std::make_unique<Caller>(shapes[engine() % shapes.size()],
-                                               1 + static_cast<uint32_t>(engine() % 40), i));
+                                               1 + static_cast<uint32_t>(engine() % 40), i,
+                                               piece_bytes));
   }
   std::vector<std::thread> threads;
   for (int t = 0; t < 6; ++t) {
