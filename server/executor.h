@@ -65,7 +65,8 @@ class Batch {
   // across sources is first copied to its own place in scores(). Without sources, scores() whole.
   std::vector<std::span<const std::byte>> WholeRows() const;
   // Copies bytes [begin, end) of the sources, taken back to back, to the same bytes of scores();
-  // a no-op without sources. Executors call it before computing, whole or in chunks.
+  // a no-op without sources. Executors whose device reads scores() (not this CPU) call it before
+  // computing, whole or in chunks; its stores bypass the CPU's caches.
   void GatherScores(size_t begin, size_t end) const;
   void GatherScores() const { GatherScores(0, scores_.size()); }
 
