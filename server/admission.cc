@@ -52,7 +52,7 @@ class SliceReader {
       const uint8_t byte = slices_[index_].begin()[offset_];
       Advance(1);
       raw->push_back(static_cast<char>(byte));
-      if (shift < 64) *value |= uint64_t{byte & 0x7fu} << shift;
+      *value |= uint64_t{byte & 0x7fu} << shift;
       if ((byte & 0x80) == 0) return true;
     }
     return false;
@@ -118,11 +118,13 @@ bool ParseLeavingScores(grpc::ByteBuffer& message, ReceivedTopK* received) {
     if (!reader.ReadVarint(&tag, &tag_bytes)) return false;
     const uint64_t field = tag >> 3;
     const uint64_t wire_type = tag & 7;
-    if (field == 0 || field > 0x1fffffff) return false;
+    // Only what protobuf surely takes: a tag in at most 5 bytes, a field number in range.
+    if (tag_bytes.size() > 5 || field == 0 || field > 0x1fffffff) return false;
     if (field == kScoresField && wire_type == 2) {
       uint64_t length = 0;
       std::string length_bytes;
       if (!reader.ReadVarint(&length, &length_bytes)) return false;
+      if (length_bytes.size() > 5 || length > 0x7fffffff) return false;
       received->scores.clear();  // a repeated singular field: the last one counts, as in protobuf
       if (!reader.Take(length, &received->scores)) return false;
       continue;

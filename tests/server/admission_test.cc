@@ -134,6 +134,10 @@ TEST(ParseTopKRequest, AcceptsAndRejectsExactlyWhatProtobufDoes) {
       {"an eleven-byte varint",
        std::string("\x18\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12) + valid},
       {"a length past the end", valid + std::string("\x3a\xff\xff\xff\x0f", 5)},
+      {"scores with a six-byte tag", valid + std::string("\xaa\x80\x80\x80\x80\x00\x02hi", 9)},
+      {"scores with a five-byte tag", valid + std::string("\xaa\x80\x80\x80\x00\x02hi", 8)},
+      {"scores with a ten-byte length",
+       valid + std::string("\x2a\x82\x80\x80\x80\x80\x80\x80\x80\x80\x00hi", 13)},
   };
   for (const auto& [what, bytes] : cases) {
     for (const size_t cut : {size_t{0}, size_t{1}, size_t{5}}) {
