@@ -243,7 +243,6 @@ Admission::Admission(Batcher& batcher, uint32_t max_rows_per_request,
 absl::Status Admission::Submit(absl::string_view caller, const ReceivedTopK& received,
                                v1::TopKResponse* response, absl::Time deadline,
                                absl::AnyInvocable<bool() const> is_cancelled,
-                               bool done_may_run_here,
                                absl::AnyInvocable<void(absl::Status) &&> done) {
   const v1::TopKRequest& request = received.request;
   const auto refuse = [&request](absl::Status status) {
@@ -277,7 +276,6 @@ absl::Status Admission::Submit(absl::string_view caller, const ReceivedTopK& rec
   work->slots = std::as_writable_bytes(std::span(*slots));
   work->deadline = deadline;
   work->is_cancelled = std::move(is_cancelled);
-  work->may_complete_inline = done_may_run_here;
   work->done = [&request, response, done = std::move(done), &caller_rows = caller_rows_,
                 caller = std::string(caller)](absl::Status status,
                                               const WorkTiming& timing) mutable {

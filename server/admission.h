@@ -79,15 +79,14 @@ class Admission {
   // `batcher` must outlive the admission.
   Admission(Batcher& batcher, uint32_t max_rows_per_request, uint64_t max_caller_queued_rows);
 
-  // Takes `received` in for `caller` (see CallerRows). OK: `done` is called exactly once, later
-  // (from another thread unless `done_may_run_here`), with OK (`response` filled, timing included) or why it failed. Otherwise
+  // Takes `received` in for `caller` (see CallerRows). OK: `done` is called exactly once, later and
+  // from another thread, with OK (`response` filled, timing included) or why it failed. Otherwise
   // `done` is not called and the status is the answer: INVALID_ARGUMENT, RESOURCE_EXHAUSTED,
   // DEADLINE_EXCEEDED, UNAVAILABLE. `received` and `response` must stay valid until `done`
-  // returns. `done_may_run_here`: the caller holds nothing `done` takes, so `done` may run on this
-  // thread before Submit returns (Work::may_complete_inline); otherwise it never does.
+  // returns.
   absl::Status Submit(absl::string_view caller, const ReceivedTopK& received,
                       v1::TopKResponse* response, absl::Time deadline,
-                      absl::AnyInvocable<bool() const> is_cancelled, bool done_may_run_here,
+                      absl::AnyInvocable<bool() const> is_cancelled,
                       absl::AnyInvocable<void(absl::Status) &&> done);
 
   // From now on Submit answers UNAVAILABLE.

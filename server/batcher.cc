@@ -118,12 +118,7 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Work> work) {
   // light-load request then skips the hop through the batcher thread). Its staging is taken under
   // the lock, so that nothing can fail once the rows are planned.
   std::optional<std::pair<Plan, std::unique_ptr<Batch>>> direct;
-  bool here = false;
   if (ReadyNowLocked(queue) && queues_.size() == 1 && queue.entries.size() == 1) {
-    // Small enough, and allowed, to compute on this thread: the whole request in one batch.
-    const Work& lone = *queue.entries.front()->work;
-    here = lone.may_complete_inline && lone.rows <= queue.batch_capacity &&
-           uint64_t{lone.rows} * queue.problem.row_bytes() <= options_.inline_batch_bytes;
     absl::StatusOr<std::unique_ptr<Batch>> batch = executor_.NewBatch(
         queue.problem, std::min<size_t>(queue.rows, queue.batch_capacity));
     if (batch.ok()) {
@@ -139,7 +134,7 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Work> work) {
   // a batch.
   if (!queues_.empty()) wake_.Signal();
   lock.Release();
-  if (direct.has_value()) Dispatch(std::move(direct->first), std::move(direct->second), here);
+  if (direct.has_value()) Dispatch(std::move(direct->first), std::move(direct->second));
   return absl::OkStatus();
 }
 
@@ -324,7 +319,7 @@ void Batcher::Send(Plan plan) {
   Dispatch(std::move(plan), std::move(batch).value());
 }
 
-void Batcher::Dispatch(Plan plan, std::unique_ptr<Batch> batch, bool here) {
+void Batcher::Dispatch(Plan plan, std::unique_ptr<Batch> batch) {
   // Where each request's rows are; the executor makes the one copy in, on its own threads.
   const size_t row_bytes = plan.problem.row_bytes();
   std::vector<std::span<const std::byte>> sources;
@@ -335,15 +330,11 @@ void Batcher::Dispatch(Plan plan, std::unique_ptr<Batch> batch, bool here) {
                  &sources);
   }
   batch->set_sources(std::move(sources));
-  BatchDone done = [this, plan = std::move(plan)](std::unique_ptr<Batch> done_batch,
+  executor_.Submit(std::move(batch),
+                   [this, plan = std::move(plan)](std::unique_ptr<Batch> done_batch,
                                                   BatchOutcome outcome) mutable {
-    OnBatchDone(plan, std::move(done_batch), outcome);
-  };
-  if (here) {
-    executor_.SubmitHere(std::move(batch), std::move(done));
-  } else {
-    executor_.Submit(std::move(batch), std::move(done));
-  }
+                     OnBatchDone(plan, std::move(done_batch), outcome);
+                   });
 }
 
 void Batcher::OnBatchDone(const Plan& plan, std::unique_ptr<Batch> batch,

@@ -65,10 +65,6 @@ struct Work {
   // Called exactly once, from a batcher or executor thread: OK with values and slots filled, or
   // why the rows were not computed.
   absl::AnyInvocable<void(absl::Status status, const WorkTiming& timing) &&> done;
-  // The caller holds nothing `done` needs and lets it run inside Enqueue, on the calling thread.
-  // A lone request of at most BatcherOptions::inline_batch_bytes on an idle executor is then
-  // computed right there (Executor::SubmitHere): no hand-off to an executor thread and back.
-  bool may_complete_inline = false;
 };
 
 // Told what the batcher does, for metrics. Called on batcher and executor threads without the
@@ -91,9 +87,6 @@ struct BatcherOptions {
   // to coalesce. Smaller requests still coalesce while anything computes, since for them the
   // per-batch cost (hand-offs, a launch, copies) is what batching saves.
   uint64_t parallel_batch_bytes = uint64_t{256} << 10;
-  // The largest lone request (bytes of scores) computed on the caller's thread when its Work
-  // allows it and the executor is idle; 0: never.
-  uint64_t inline_batch_bytes = uint64_t{64} << 10;
   // How often queued requests are checked for a passed deadline or a cancelled caller (the head
   // of a queue is also checked whenever a batch is formed).
   absl::Duration sweep_interval = absl::Milliseconds(20);
@@ -196,9 +189,8 @@ class Batcher {
 
   // Gets staging for `plan` and dispatches it; a batch the executor cannot stage fails its rows.
   void Send(Plan plan) ABSL_LOCKS_EXCLUDED(mu_);
-  // Names the plan's rows as the batch's sources and submits it; `here`: through SubmitHere.
-  void Dispatch(Plan plan, std::unique_ptr<Batch> batch, bool here = false)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Names the plan's rows as the batch's sources and submits it.
+  void Dispatch(Plan plan, std::unique_ptr<Batch> batch) ABSL_LOCKS_EXCLUDED(mu_);
   void OnBatchDone(const Plan& plan, std::unique_ptr<Batch> batch, const BatchOutcome& outcome)
       ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -94,20 +94,6 @@ void CpuExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done) {
   submitted_.emplace_back(std::move(batch), std::move(done));
 }
 
-void CpuExecutor::SubmitHere(std::unique_ptr<Batch> batch, BatchDone done) {
-  BatchOutcome outcome = Compute(*batch);
-  std::move(done)(std::move(batch), std::move(outcome));
-}
-
-BatchOutcome CpuExecutor::Compute(Batch& batch) {
-  const absl::Time start = absl::Now();
-  // The rows are read where the requests hold them; only a row split across two of gRPC's
-  // slices is copied first.
-  const std::vector<std::span<const std::byte>> rows = batch.WholeRows();
-  engine_.Run(batch.problem(), rows, batch.values().data(), batch.slots().data());
-  return {absl::OkStatus(), absl::Now() - start};
-}
-
 void CpuExecutor::ReleaseSet(int index) {
   absl::MutexLock lock(&mu_);
   set_in_use_[index] = false;
@@ -125,7 +111,13 @@ void CpuExecutor::RunLoop() {
       work = std::move(submitted_.front());
       submitted_.pop_front();
     }
-    BatchOutcome outcome = Compute(*work.first);
+    Batch& batch = *work.first;
+    const absl::Time start = absl::Now();
+    // The rows are read where the requests hold them; only a row split across two of gRPC's
+    // slices is copied first.
+    const std::vector<std::span<const std::byte>> rows = batch.WholeRows();
+    engine_.Run(batch.problem(), rows, batch.values().data(), batch.slots().data());
+    BatchOutcome outcome{absl::OkStatus(), absl::Now() - start};
     std::move(work.second)(std::move(work.first), std::move(outcome));
   }
 }

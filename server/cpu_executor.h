@@ -36,8 +36,6 @@ class CpuExecutor final : public Executor {
   size_t max_batch_rows(const pk::Problem& problem) const override;
   absl::StatusOr<std::unique_ptr<Batch>> NewBatch(const pk::Problem& problem, size_t rows) override;
   void Submit(std::unique_ptr<Batch> batch, BatchDone done) override;
-  // Computes the batch on the calling thread and completes it there.
-  void SubmitHere(std::unique_ptr<Batch> batch, BatchDone done) override;
 
  private:
   // Staging memory of one in-flight batch; grown to the largest batch seen, never shrunk.
@@ -50,8 +48,6 @@ class CpuExecutor final : public Executor {
 
   // The runner thread ("pk-cpu-exec"): computes submitted batches in order and completes them.
   void RunLoop();
-  // Computes `batch` on this thread (and the engine's workers).
-  BatchOutcome Compute(Batch& batch);
   bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseSet(int index);
 

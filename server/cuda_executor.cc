@@ -334,19 +334,6 @@ void CudaExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done) {
   lane.ready.notify_one();
 }
 
-void CudaExecutor::SubmitHere(std::unique_ptr<Batch> batch, BatchDone done) {
-  Lane& lane = static_cast<CudaBatch&>(*batch).lane();
-  // The lane is this batch's until it is destroyed, so its thread leaves the stream alone.
-  BatchOutcome outcome;
-  if (const cudaError_t error = cudaSetDevice(lane.device->ordinal); error != cudaSuccess) {
-    outcome.status = CudaError(error, "making the device current", lane.device->ordinal);
-  } else {
-    outcome = RunOnLane(lane, *batch);
-  }
-  outcome.device = lane.device->index;
-  std::move(done)(std::move(batch), std::move(outcome));
-}
-
 void CudaExecutor::LaneLoop(Lane& lane) {
   cudaSetDevice(lane.device->ordinal);
   size_t last_batch_bytes = 0;

@@ -57,8 +57,6 @@ class CudaExecutor final : public Executor {
   size_t max_batch_rows(const pk::Problem& problem) const override;
   absl::StatusOr<std::unique_ptr<Batch>> NewBatch(const pk::Problem& problem, size_t rows) override;
   void Submit(std::unique_ptr<Batch> batch, BatchDone done) override;
-  // Runs the batch on its lane's stream from the calling thread, and completes it there.
-  void SubmitHere(std::unique_ptr<Batch> batch, BatchDone done) override;
   bool healthy() const override;
 
  private:

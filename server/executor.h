@@ -24,7 +24,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -136,13 +135,6 @@ class Executor {
   // Calls `done` exactly once, from an executor thread and never from inside Submit. Batches may
   // complete in any order.
   virtual void Submit(std::unique_ptr<Batch> batch, BatchDone done) = 0;
-
-  // Like Submit, but may compute `batch` on the calling thread and call `done` there before
-  // returning: for a caller that holds no lock `done` takes and can wait for the computation (the
-  // batcher, for a lone small request on an idle executor). By default, Submit.
-  virtual void SubmitHere(std::unique_ptr<Batch> batch, BatchDone done) {
-    Submit(std::move(batch), std::move(done));
-  }
 };
 
 }  // namespace pkserve

@@ -44,10 +44,7 @@ grpc::ServerUnaryReactor* SparseMemoryService::TopK(grpc::CallbackServerContext*
   }
   absl::Status status = admission_.Submit(
       context->peer(), call->received, &call->response, CallDeadline(*context),
-      [context] { return context->IsCancelled(); },
-      // Nothing is held here that the answer takes: a small request on an idle executor may be
-      // computed and answered on this thread, inside Submit.
-      /*done_may_run_here=*/true, [answer](absl::Status done) { answer(done); });
+      [context] { return context->IsCancelled(); }, [answer](absl::Status done) { answer(done); });
   if (!status.ok()) answer(status);
   return reactor;
 }

@@ -85,8 +85,6 @@ void TopKStreamReactor::AdmitLocked(std::unique_ptr<Item> item) {
   absl::Status status = admission_.Submit(
       peer_, admitted->received, admitted->response.mutable_result(), CallDeadline(*context_),
       [context = context_] { return context->IsCancelled(); },
-      // The answer takes this stream's mutex, held here.
-      /*done_may_run_here=*/false,
       [this, admitted](absl::Status done_status) { OnAnswered(admitted, done_status); });
   if (!status.ok()) AnswerLocked(admitted, status);
 }

@@ -11,7 +11,6 @@
 #include <memory>
 #include <random>
 #include <span>
-#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -43,10 +42,8 @@ class Caller {
     slots_.resize(rows * problem.kk() * sizeof(uint32_t));
   }
 
-  std::unique_ptr<Work> MakeWork(absl::Time deadline = absl::InfiniteFuture(),
-                                 bool may_complete_inline = false) {
+  std::unique_ptr<Work> MakeWork(absl::Time deadline = absl::InfiniteFuture()) {
     auto work = std::make_unique<Work>();
-    work->may_complete_inline = may_complete_inline;
     work->problem = problem_;
     work->rows = rows_;
     work->scores = pieces_;
@@ -55,7 +52,6 @@ class Caller {
     work->deadline = deadline;
     work->is_cancelled = [this] { return cancelled_.load(); };
     work->done = [this](absl::Status status, const WorkTiming& timing) {
-      done_thread_ = std::this_thread::get_id();
       status_ = std::move(status);
       timing_ = timing;
       done_.Notify();
@@ -70,7 +66,6 @@ class Caller {
   bool done() const { return done_.HasBeenNotified(); }
   const absl::Status& status() const { return status_; }
   const WorkTiming& timing() const { return timing_; }
-  std::thread::id done_thread() const { return done_thread_; }
 
   // The answer equals the CPU implementation run on this request alone.
   void ExpectExact() const {
@@ -92,7 +87,6 @@ class Caller {
   absl::Notification done_;
   absl::Status status_;
   WorkTiming timing_;
-  std::thread::id done_thread_;
 };
 
 // Every caller is answered OK, with the CPU implementation's results.
@@ -229,34 +223,6 @@ TEST(Batcher, LoneRequestIsHandedToTheIdleExecutorByEnqueueItself) {
   large.ExpectExact();
   lone.ExpectExact();
   EXPECT_EQ(executor.batch_rows(), (std::vector<size_t>{3, 4, 4, 2}));
-}
-
-TEST(Batcher, ALoneSmallRequestThatAllowsItIsAnsweredOnTheCallersThread) {
-  CpuExecutor executor(CpuExecutor::Options{.threads = 2});
-  BatcherOptions options = Options(64, absl::Milliseconds(1), 1000);
-  options.inline_batch_bytes = 4 * Shape().row_bytes();
-  Batcher batcher(options, executor);
-  const std::thread::id here = std::this_thread::get_id();
-
-  // Allowed and small: computed and answered inside Enqueue, on this thread.
-  Caller small(Shape(), 4, /*seed=*/1);
-  ASSERT_TRUE(batcher.Enqueue(small.MakeWork(absl::InfiniteFuture(), true)).ok());
-  ASSERT_TRUE(small.done()) << "not answered inside Enqueue";
-  EXPECT_EQ(small.done_thread(), here);
-  ExpectAllAnsweredExactly({&small});
-
-  // Not allowed: the executor's thread answers.
-  Caller plain(Shape(), 4, /*seed=*/2);
-  ASSERT_TRUE(batcher.Enqueue(plain.MakeWork()).ok());
-  ExpectAllAnsweredExactly({&plain});
-  EXPECT_NE(plain.done_thread(), here);
-
-  // Allowed, but more than inline_batch_bytes of scores: the executor's thread too.
-  Caller large(Shape(), 5, /*seed=*/3);
-  ASSERT_TRUE(batcher.Enqueue(large.MakeWork(absl::InfiniteFuture(), true)).ok());
-  ExpectAllAnsweredExactly({&large});
-  EXPECT_NE(large.done_thread(), here);
-  EXPECT_EQ(batcher.stats().batches, 3u);
 }
 
 TEST(Batcher, RequestsArrivingWhileTheExecutorWorksWaitForTheBatcherThread) {
