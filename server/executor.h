@@ -4,7 +4,8 @@
 // A batch's life: Executor::NewBatch hands out staging memory the executor owns (pageable for the
 // CPU, pinned for CUDA) -> the batcher names where each request's rows are (set_sources) ->
 // Executor::Submit -> the executor reads the rows (the CUDA executor copies them into scores(),
-// the one copy in, GatherScores; the CPU executor computes from the sources where they are),
+// the one copy in, GatherScores; the CPU executor computes from the sources where they are, and
+// copies only rows split across two of them, WholeRows),
 // fills values() and slots() and calls the completion on one of its threads -> the batcher
 // scatters each request's rows out (the one copy out) and destroys the Batch, which hands the
 // staging memory back. The copy in is the executor's so that it runs off the batcher's single
