@@ -13,8 +13,8 @@
 #
 # DIR holds pkserve and pkserve-bench (directly or under bin/, as scripts/gpu_bundle.sh lays them
 # out) and their shared libraries under DIR/lib (added to LD_LIBRARY_PATH). Writes to $OUT:
-# light.json, throughput.json, threads.json, threads.txt, batching.json, batching_mbr1.json, light_echo_process.json
-# (pkserve-bench --json), bench.txt (the exact commands and every run's text output, with the
+# light.json, throughput.json, threads.json, threads.txt (pkserve's CPU by thread),
+# batching.json, batching_mbr1.json, light_echo_process.json (pkserve-bench --json), bench.txt (the exact commands and every run's text output, with the
 # server's CPU use per level) and server.log.
 # Settings (environment): BACKEND (cuda; cpu measures the CPU backend the same way), PORT (50071),
 # SWEEP (throughput concurrency levels), CONNECTIONS (connections of throughput and batching
@@ -114,7 +114,11 @@ profile_pid=$!
 run_bench threads 25 "${shape[@]}" --rows=256 --concurrency=64 --connections="$connections" \
   --warmup=2 --duration=8
 wait "$profile_pid" || true
-{ echo "$ bench/thread_cpu.sh $server_pid 4 (seconds 4-8 of the run above)"; cat "$out/threads.txt"; echo; } >>"$text"
+{
+  echo "$ bench/thread_cpu.sh $server_pid 4 (seconds 4-8 of the run above)"
+  cat "$out/threads.txt"
+  echo
+} >>"$text"
 run_bench batching 40 "${shape[@]}" --rows=1 --concurrency=64 --connections="$connections" \
   --warmup=2 --duration=8 --baseline=echo --verify=100
 stop_server
