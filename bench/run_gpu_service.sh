@@ -13,9 +13,10 @@
 #
 # DIR holds pkserve and pkserve-bench (directly or under bin/, as scripts/gpu_bundle.sh lays them
 # out) and their shared libraries under DIR/lib (added to LD_LIBRARY_PATH). Writes to $OUT:
-# light.json, throughput.json, threads.json, threads.txt (pkserve's CPU by thread),
-# batching.json, batching_mbr1.json, light_echo_process.json (pkserve-bench --json), bench.txt (the exact commands and every run's text output, with the
-# server's CPU use per level) and server.log.
+# light.json, throughput.json, threads.json, batching.json, batching_mbr1.json,
+# light_echo_process.json (pkserve-bench --json), threads.txt (pkserve's CPU by thread), bench.txt
+# (the exact commands and every run's text output, with the server's CPU use per level) and
+# server.log.
 # Settings (environment): BACKEND (cuda; cpu measures the CPU backend the same way), PORT (50071),
 # SWEEP (throughput concurrency levels), CONNECTIONS (connections of throughput and batching
 # runs), PKSERVE and
