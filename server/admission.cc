@@ -252,7 +252,8 @@ absl::Status Admission::Submit(absl::string_view caller, const ReceivedTopK& rec
   if (draining()) {
     return refuse(absl::UnavailableError("the server is draining; retry on another replica"));
   }
-  absl::StatusOr<pk::Problem> problem = ValidateTopKRequest(request, received.scores_bytes(), max_rows_per_request_);
+  absl::StatusOr<pk::Problem> problem =
+      ValidateTopKRequest(request, received.scores_bytes(), max_rows_per_request_);
   if (!problem.ok()) return refuse(problem.status());
 
   const uint32_t rows = request.rows();

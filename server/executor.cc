@@ -45,6 +45,24 @@ void CopyAroundCaches(std::byte* destination, const std::byte* source, size_t by
   std::memcpy(destination, source, bytes);
 }
 
+// Calls visit(at, part) for each part of `pieces`, taken back to back, that lies in bytes
+// [begin, end) of them, in order; `at` is where the part begins among all the pieces' bytes.
+template <typename Visit>
+void ForEachPart(std::span<const std::span<const std::byte>> pieces, size_t begin, size_t end,
+                 Visit visit) {
+  size_t piece_begin = 0;  // where the current piece begins
+  for (const std::span<const std::byte>& piece : pieces) {
+    if (begin >= end) return;
+    const size_t piece_end = piece_begin + piece.size();
+    if (begin < piece_end) {
+      const size_t bytes = std::min(end, piece_end) - begin;
+      visit(begin, piece.subspan(begin - piece_begin, bytes));
+      begin += bytes;
+    }
+    piece_begin = piece_end;
+  }
+}
+
 }  // namespace
 
 void Batch::set_sources(std::vector<std::span<const std::byte>> sources) {
@@ -52,18 +70,10 @@ void Batch::set_sources(std::vector<std::span<const std::byte>> sources) {
 }
 
 void Batch::GatherScores(size_t begin, size_t end) const {
-  end = std::min(end, scores_.size());
-  size_t source_start = 0;  // where the current source begins in the batch
-  for (const std::span<const std::byte>& source : sources_) {
-    if (begin >= end) return;
-    const size_t source_end = source_start + source.size();
-    if (begin < source_end) {
-      const size_t bytes = std::min(end, source_end) - begin;
-      CopyAroundCaches(scores_.data() + begin, source.data() + (begin - source_start), bytes);
-      begin += bytes;
-    }
-    source_start = source_end;
-  }
+  ForEachPart(sources_, begin, std::min(end, scores_.size()),
+              [this](size_t at, std::span<const std::byte> part) {
+                CopyAroundCaches(scores_.data() + at, part.data(), part.size());
+              });
 }
 
 std::vector<std::span<const std::byte>> Batch::WholeRows() const {
@@ -99,17 +109,8 @@ std::vector<std::span<const std::byte>> Batch::WholeRows() const {
 
 void AppendPieces(std::span<const std::span<const std::byte>> pieces, size_t begin, size_t end,
                   std::vector<std::span<const std::byte>>* out) {
-  size_t piece_begin = 0;  // where the current piece begins
-  for (const std::span<const std::byte>& piece : pieces) {
-    if (begin >= end) return;
-    const size_t piece_end = piece_begin + piece.size();
-    if (begin < piece_end) {
-      const size_t bytes = std::min(end, piece_end) - begin;
-      out->push_back(piece.subspan(begin - piece_begin, bytes));
-      begin += bytes;
-    }
-    piece_begin = piece_end;
-  }
+  ForEachPart(pieces, begin, end,
+              [out](size_t /*at*/, std::span<const std::byte> part) { out->push_back(part); });
 }
 
 }  // namespace pkserve

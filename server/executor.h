@@ -59,8 +59,6 @@ class Batch {
   // that need not hold whole rows (a request's bytes lie where gRPC received them). The memory must
   // stay valid until the batch completes. Set before Submit.
   void set_sources(std::vector<std::span<const std::byte>> sources);
-  bool has_sources() const { return !sources_.empty(); }
-  std::span<const std::span<const std::byte>> sources() const { return sources_; }
   // The rows as spans of whole rows, in batch order, for an executor that computes from them where
   // they are: each run of whole rows within one source is read in place, and each row split
   // across sources is first copied to its own place in scores(). Without sources, scores() whole.
