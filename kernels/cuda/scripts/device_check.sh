@@ -2,8 +2,9 @@
 # One call on a GPU host: check the golden cases, run the randomized differential test (random
 # shapes, the benchmark's shapes, every kernel path) and a small one under compute-sanitizer, then
 # time the kernel (with --variants: each alternative path too) and optionally count instructions
-# with Nsight Compute. Correctness first, so that a call cut short still says whether it passed. Uses binaries carried in $BIN (default
-# carry/cuda-bin) when they run there, else builds. Logs go to $OUT (default ./device-out).
+# with Nsight Compute. Correctness first, so that a call cut short still says whether it passed.
+# Uses binaries carried in $BIN (default carry/cuda-bin) when they run there, else builds. Logs go
+# to $OUT (default ./device-out).
 #   kernels/cuda/scripts/device_check.sh [diff-problems] [sanitize:0|1] [bench:0|1|variants]
 #                                        [ncu-configs, e.g. "1 3 8"] [phases:0|1]
 set -u
