@@ -66,4 +66,9 @@ PK_HOST_DEVICE float KeyToFloat(uint32_t key) {
   return BitsToFloat((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
 }
 
+// Inverse of OrderedKeyBf16 on non-NaN patterns.
+PK_HOST_DEVICE uint16_t KeyToBf16(uint16_t key) {
+  return static_cast<uint16_t>((key & 0x8000u) ? (key & 0x7fffu) : ~key);
+}
+
 }  // namespace pk

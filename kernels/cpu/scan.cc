@@ -41,7 +41,44 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) uint32_t CompressAvx512(
   }
   return written;
 }
+
+// CompressBf16KeysAtLeast on AVX-512: 16 keys made in vector lanes, then compressed as above.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) uint32_t CompressBf16KeysAvx512(
+    const std::byte* x, uint32_t count, uint32_t threshold, uint32_t* out) {
+  const __m512i limit = _mm512_set1_epi32(static_cast<int>(threshold));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i magnitude = _mm512_set1_epi32(0x7fff);
+  const __m512i infinity = _mm512_set1_epi32(0x7f80);
+  const __m512i negative_infinity = _mm512_set1_epi32(0xff80);
+  const __m512i sign = _mm512_set1_epi32(0x8000);
+  const __m512i low_half = _mm512_set1_epi32(0xffff);
+  uint32_t written = 0;
+  for (uint32_t c = 0; c < count; c += 16) {
+    const __mmask16 in_range =
+        count - c >= 16 ? static_cast<__mmask16>(0xffff)
+                        : static_cast<__mmask16>((1u << (count - c)) - 1);
+    __m512i bits = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(in_range, x + 2 * size_t{c}));
+    // OrderedKeyBf16: NaN ranks as -inf; negative patterns invert, the others gain the sign bit.
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, magnitude), infinity);
+    bits = _mm512_mask_mov_epi32(bits, nan, negative_infinity);
+    const __mmask16 negative = _mm512_test_epi32_mask(bits, sign);
+    const __m512i ordered = _mm512_mask_xor_epi32(_mm512_or_si512(bits, sign), negative, bits,
+                                                  low_half);
+    const __m512i key = _mm512_or_si512(_mm512_slli_epi32(ordered, 16),
+                                        _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(c))));
+    const __mmask16 pass = _mm512_mask_cmpge_epu32_mask(in_range, key, limit);
+    _mm512_storeu_si512(out + written, _mm512_maskz_compress_epi32(pass, key));
+    written += static_cast<uint32_t>(__builtin_popcount(pass));
+  }
+  return written;
+}
 #endif
+
+inline uint32_t Bf16Key(const std::byte* x, uint32_t c) {
+  uint16_t bits;
+  std::memcpy(&bits, x + 2 * size_t{c}, sizeof bits);
+  return (uint32_t{OrderedKeyBf16(bits)} << 16) | c;
+}
 
 template <bool kIndices>
 uint32_t CompressGeneric(const uint32_t* keys, uint32_t count, uint32_t threshold, uint32_t* out) {
@@ -56,11 +93,42 @@ uint32_t CompressGeneric(const uint32_t* keys, uint32_t count, uint32_t threshol
 }  // namespace
 
 PK_VECTOR_CLONES void Bf16ColumnKeys(const std::byte* x, uint32_t count, uint32_t* keys) {
-  for (uint32_t c = 0; c < count; ++c) {
+  for (uint32_t c = 0; c < count; ++c) keys[c] = Bf16Key(x, c);
+}
+
+PK_VECTOR_CLONES void Bf16StridedGroupMaxima(const std::byte* x, uint32_t count, uint32_t groups,
+                                             uint32_t* maxima) {
+  // In 16 bits: twice the lanes of a 32-bit key. Indices are size_t and each group row gets its
+  // own pointer, so that the loops vectorize without run-time checks.
+  uint16_t most[kMaxGroups];
+  const auto key = [](const std::byte* element) {
     uint16_t bits;
-    std::memcpy(&bits, x + 2 * size_t{c}, sizeof bits);
-    keys[c] = (uint32_t{OrderedKeyBf16(bits)} << 16) | c;
+    std::memcpy(&bits, element, sizeof bits);
+    return OrderedKeyBf16(bits);
+  };
+  const size_t width = groups;
+  for (size_t g = 0; g < width; ++g) most[g] = key(x + 2 * g);
+  size_t start = width;
+  for (; start + width <= count; start += width) {
+    const std::byte* group_row = x + 2 * start;
+    for (size_t g = 0; g < width; ++g) most[g] = std::max(most[g], key(group_row + 2 * g));
   }
+  const std::byte* tail = x + 2 * start;
+  for (size_t g = 0; start + g < count; ++g) most[g] = std::max(most[g], key(tail + 2 * g));
+  for (size_t g = 0; g < width; ++g) maxima[g] = uint32_t{most[g]} << 16;
+}
+
+uint32_t CompressBf16KeysAtLeast(const std::byte* x, uint32_t count, uint32_t threshold,
+                                 uint32_t* out) {
+#if PK_X86_DISPATCH
+  if (HostHasAvx512()) return CompressBf16KeysAvx512(x, count, threshold, out);
+#endif
+  uint32_t written = 0;
+  for (uint32_t c = 0; c < count; ++c) {
+    out[written] = Bf16Key(x, c);
+    written += out[written] >= threshold ? 1 : 0;
+  }
+  return written;
 }
 
 PK_VECTOR_CLONES void Float32Keys(const std::byte* x, uint32_t count, uint32_t* keys) {

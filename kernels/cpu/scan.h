@@ -31,6 +31,18 @@ void Float32Keys(const std::byte* x, uint32_t count, uint32_t* keys);
 // for g < groups: any n of the maxima are n distinct keys. Pre: 1 <= groups <= count.
 void StridedGroupMaxima(const uint32_t* keys, uint32_t count, uint32_t groups, uint32_t* maxima);
 
+// The same maxima for the keys Bf16ColumnKeys would make of x[0..count), straight from the
+// bfloat16 patterns: maxima[g] = the largest OrderedKeyBf16 of the strided group, << 16 (a lower
+// bound of the group's keys). Pre: 1 <= groups <= min(count, kMaxGroups).
+inline constexpr uint32_t kMaxGroups = 512;
+void Bf16StridedGroupMaxima(const std::byte* x, uint32_t count, uint32_t groups, uint32_t* maxima);
+
+// Writes the keys >= threshold that Bf16ColumnKeys would make of x[0..count) to out (in column
+// order) and returns how many there were, without making the others. out: room for count +
+// kCompressSlack keys.
+uint32_t CompressBf16KeysAtLeast(const std::byte* x, uint32_t count, uint32_t threshold,
+                                 uint32_t* out);
+
 // Writes the keys >= threshold to out (in order) and returns how many there were.
 // out: room for count + kCompressSlack keys.
 uint32_t CompressAtLeast(const uint32_t* keys, uint32_t count, uint32_t threshold, uint32_t* out);

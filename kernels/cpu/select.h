@@ -1,14 +1,15 @@
 // Selection primitives of the CPU top-k.
 //
 // SelectBest picks the best `need` of a list of entries ranked by a score key (descending), ties
-// going to the later entry. It bisects on the score for the threshold T, the largest value that
-// at least `need` entries reach (each step is one branch-free counting pass, which vectorizes), a
-// byte at a time so that later bytes see only the entries still in play, then keeps every entry
-// above T and the last of those on it. Callers lay their entries out so
+// going to the later entry. It finds the threshold T, the largest score that at least `need`
+// entries reach: for up to 256 entries as the need-th key of a sorted copy (sort.h), else by
+// bisection on the score (each step one branch-free counting pass, which vectorizes), a byte at a
+// time so that later bytes see only the entries still in play. It then keeps every entry above T
+// and the last of those on it. Callers lay their entries out so
 // that "later" is SPEC.md's tie-break: factor columns ascending, stage candidates by (i + j, i)
-// ascending. RankSortDescending orders the chosen few by rank counting: each key's position is
-// the number of keys above it, n^2 branch-free compares that beat a comparison sort for the
-// n <= 256 keys it ever sees. Nothing here allocates.
+// ascending. RankSortDescending orders the chosen few by rank counting (each key's position is
+// the number of keys above it: n^2 branch-free compares), for keys wider than the sorting
+// network's 32 bits. Nothing here allocates.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/scan.h"
+#include "kernels/cpu/sort.h"
 
 namespace pk::cpu {
 
@@ -59,16 +61,6 @@ inline void RankSortDescending(Key* keys, int n, Key* out) {
 template <typename Key>
 inline void RankOrderDescending(Key* keys, int n, uint32_t* order) {
   Rank(keys, n, [&](int a, uint32_t rank) { order[rank] = static_cast<uint32_t>(a); });
-}
-
-// Rounds a count of keys up to whole vectors. Arrays that the counting loops read have room for
-// the rounded count, with zeros past the keys (PadWithZeros): a zero has score 0, and the loops
-// only ask about scores of at least 1, so the padding is never counted. Whole vectors spare the
-// loops a scalar epilogue, which for the ~100-entry sets seen here costs more than the vectors.
-inline int PaddedCount(int count) { return (count + 15) & ~15; }
-
-inline void PadWithZeros(uint32_t* keys, int count) {
-  for (int e = count; e < PaddedCount(count); ++e) keys[e] = 0;
 }
 
 // The number of keys whose score (key >> shift) is at least `score`.
@@ -115,23 +107,30 @@ inline uint32_t ThresholdScore(const uint32_t* keys, int count, int need, int sh
   return lo;
 }
 
-// Writes to out the indices of the `need` best entries by (score desc, index desc), in no
-// particular order, where score(e) = keys[e] >> shift, by bisection over every entry.
-// Pre: 1 <= need <= count; at least `need` scores are >= lo; fewer than `need` exceed hi; keys
-// zero-padded to PaddedCount(count). out: room for count + kCompressSlack indices.
-inline void SelectBestFlat(const uint32_t* keys, int count, int need, int shift, uint32_t lo,
-                           uint32_t hi, uint32_t* out) {
-  const uint32_t threshold = ThresholdScore(keys, count, need, shift, lo, hi);
+// Writes to out the indices of every entry whose score (keys[e] >> shift) is above `threshold`,
+// then of the latest entries on it, `need` in all. Pre: at least `need` scores are >= threshold
+// and fewer than `need` exceed it. out: room for count + kCompressSlack indices.
+inline void TakeFromThreshold(const uint32_t* keys, int count, int need, int shift,
+                              uint32_t threshold, uint32_t* out) {
   // Every entry above the threshold: keys >= (threshold + 1) << shift, when that fits.
   const uint64_t first_above = (uint64_t{threshold} + 1) << shift;
   int written = first_above > UINT32_MAX
                     ? 0
                     : static_cast<int>(CompressIndicesAtLeast(
                           keys, static_cast<uint32_t>(count), static_cast<uint32_t>(first_above), out));
-  // Then the latest entries on it, as many as are still wanted.
   for (int e = count - 1; written < need; --e) {
     if ((keys[e] >> shift) == threshold) out[written++] = static_cast<uint32_t>(e);
   }
+}
+
+// Writes to out the indices of the `need` best entries by (score desc, index desc), in no
+// particular order, where score(e) = keys[e] >> shift, by bisection over every entry.
+// Pre: 1 <= need <= count; at least `need` scores are >= lo; fewer than `need` exceed hi; keys
+// zero-padded to PaddedCount(count). out: room for count + kCompressSlack indices.
+inline void SelectBestFlat(const uint32_t* keys, int count, int need, int shift, uint32_t lo,
+                           uint32_t hi, uint32_t* out) {
+  TakeFromThreshold(keys, count, need, shift, ThresholdScore(keys, count, need, shift, lo, hi),
+                    out);
 }
 
 // Scratch for SelectBest: three arrays of count + kCompressSlack entries each.
@@ -148,6 +147,13 @@ struct SelectScratch {
 inline void SelectBest(uint32_t* keys, int count, int need, int shift, uint32_t lo,
                        uint32_t hi, uint32_t* out, const SelectScratch& scratch) {
   PadWithZeros(keys, count);
+  if (count <= kMaxNetworkSort) {
+    // Few entries: the need-th largest key of a sorted copy has the threshold score, for fewer
+    // instructions than the bisection's dependent passes.
+    SortDescending(keys, count, scratch.keys);
+    TakeFromThreshold(keys, count, need, shift, scratch.keys[need - 1] >> shift, out);
+    return;
+  }
   const uint32_t* set_keys = keys;  // the keys of the entries still in play
   bool narrowed = false;            // whether scratch.indices maps them to original entries
   for (int level = 24; level > shift; level -= 8) {

@@ -19,7 +19,7 @@ constexpr int kMaxList = static_cast<int>(kMaxK);
 // sum over i = 1..256 of floor(256 / i) = 1 563 bounds every staircase; round up.
 constexpr int kMaxCandidates = 2048 + kCompressSlack;
 // Survivor counts up to which a factor's survivors are ordered whole rather than selected first.
-constexpr uint32_t kRankAllSurvivors = 128;
+constexpr uint32_t kRankAllSurvivors = kMaxNetworkSort;
 
 // One pairing stage of a shape: its candidate rank pairs, listed in SPEC.md's tie order (i + j
 // ascending, then i ascending, so that a later candidate wins a tie), and two sets of corners
@@ -105,7 +105,16 @@ struct Plan {
       stages[f].Prepare(previous, factor_kept[f], k);
       previous = stages[f].kept;
     }
+    // Whether every final key slot << bits(kk - 1) | index fits 32 bits.
+    index_bits = 0;
+    while ((1 << index_bits) < previous) ++index_bits;
+    uint64_t slots = 1;
+    for (int f = 0; f < factors; ++f) slots *= widths[f];
+    slot_keys_fit = slots <= (uint64_t{1} << (32 - index_bits));
   }
+
+  int index_bits = 0;          // bits(kk - 1)
+  bool slot_keys_fit = false;  // the final order can sort 32-bit keys slot << index_bits | index
 };
 
 // A factor's ranked list, or the running list of product-space tuples.
@@ -189,13 +198,16 @@ inline uint32_t MaxOf(const uint32_t* keys, uint32_t count) {
 // maxima of strided groups, any n of which are n distinct keys. With eight or more keys in each of
 // about 2 kept groups it is the kept-th largest maximum cut to its top 16 bits (bfloat16: its
 // value), which on unstructured data only about 1.2 kept keys reach; else the least maximum of
-// `kept` groups (at least 16, so that the maxima vectorize).
-inline uint32_t FactorBound(const uint32_t* keys, uint32_t width, int kept, uint32_t* maxima) {
+// `kept` groups (at least 16, so that the maxima vectorize). maxima_of(groups, maxima) writes
+// the strided group maxima, or lower bounds of them that are themselves keys' values.
+template <typename MaximaOf>
+inline uint32_t FactorBound(uint32_t width, int kept, uint32_t* maxima, uint32_t* sorted,
+                            MaximaOf maxima_of) {
   const auto wide_groups = static_cast<uint32_t>(PaddedCount(2 * kept));
   const bool tight = width >= 8 * wide_groups;
   const uint32_t groups =
       tight ? wide_groups : std::min(width, std::max(static_cast<uint32_t>(kept), 16u));
-  StridedGroupMaxima(keys, width, groups, maxima);
+  maxima_of(groups, maxima);
   uint32_t least = maxima[0];
   uint32_t most = maxima[0];
   for (uint32_t g = 1; g < groups; ++g) {
@@ -203,6 +215,11 @@ inline uint32_t FactorBound(const uint32_t* keys, uint32_t width, int kept, uint
     most = std::max(most, maxima[g]);
   }
   if (!tight) return least;
+  if (groups <= static_cast<uint32_t>(kMaxNetworkSort)) {
+    // groups is a whole number of vectors, so the maxima need no padding.
+    SortDescending(maxima, static_cast<int>(groups), sorted);
+    return sorted[kept - 1] >> 16 << 16;
+  }
   return ThresholdScore(maxima, static_cast<int>(groups), kept, 16, least >> 16, most >> 16) << 16;
 }
 
@@ -215,27 +232,39 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
   const bool filter = static_cast<uint32_t>(kept) < width;
   if constexpr (kType == DType::kBFloat16) {
     // The 32-bit key (value key << 16 | column) is distinct and orders exactly as SPEC.md asks.
-    Bf16ColumnKeys(x, width, keys);
+    // Behind a bound only the survivors' keys are made; the bound comes from the row itself.
     uint32_t count = width;
     uint32_t* candidates = keys;
     uint32_t lower = 0;
     if (filter) {
-      lower = FactorBound(keys, width, kept, b.group_maxima.data());
-      count = CompressAtLeast(keys, width, lower, b.survivors.data());
+      lower = FactorBound(width, kept, b.group_maxima.data(), b.scratch_keys.data(),
+                          [&](uint32_t groups, uint32_t* maxima) {
+                            Bf16StridedGroupMaxima(x, width, groups, maxima);
+                          });
+      count = CompressBf16KeysAtLeast(x, width, lower, b.survivors.data());
       candidates = b.survivors.data();
+    } else {
+      Bf16ColumnKeys(x, width, keys);
     }
     if (count <= kRankAllSurvivors) {
       // Few survivors (the usual case behind the tight bound): ordering all of them costs less
       // than selecting the best first and ordering those.
-      RankSortDescending(candidates, static_cast<int>(count), b.narrow_ordered.data());
+      PadWithZeros(candidates, static_cast<int>(count));
+      SortDescending(candidates, static_cast<int>(count), b.narrow_ordered.data());
     } else {
       const uint32_t upper = MaxOf(candidates, count);
       SelectBest(candidates, static_cast<int>(count), kept, 16, lower >> 16, upper >> 16,
                  b.best.data(), b.select_scratch());
       for (int r = 0; r < kept; ++r) b.narrow_chosen[r] = candidates[b.best[r]];
-      RankSortDescending(b.narrow_chosen.data(), kept, b.narrow_ordered.data());
+      PadWithZeros(b.narrow_chosen.data(), kept);
+      SortDescending(b.narrow_chosen.data(), kept, b.narrow_ordered.data());
     }
-    for (int r = 0; r < kept; ++r) list.column[r] = b.narrow_ordered[r] & 0xffffu;
+    // The value comes back from the key (NaN was keyed as -inf), with no reload from the row.
+    for (int r = 0; r < kept; ++r) {
+      const uint32_t key = b.narrow_ordered[r];
+      list.column[r] = key & 0xffffu;
+      list.value[r] = Bf16ToFloat(KeyToBf16(static_cast<uint16_t>(key >> 16)));
+    }
   } else {
     // Float keys tie: select on the key with later columns winning ties, then order by the
     // distinct 64-bit key (value key << 32 | column).
@@ -245,7 +274,10 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
     uint32_t count = width;
     uint32_t lower = 0;
     if (filter) {
-      lower = FactorBound(keys, width, kept, b.group_maxima.data());
+      lower = FactorBound(width, kept, b.group_maxima.data(), b.scratch_keys.data(),
+                          [&](uint32_t groups, uint32_t* maxima) {
+                            StridedGroupMaxima(keys, width, groups, maxima);
+                          });
       count = CompressIndicesAtLeast(keys, width, lower, columns);
       survivor_keys = b.survivor_keys.data();
       for (uint32_t e = 0; e < count; ++e) survivor_keys[e] = keys[columns[e]];
@@ -260,11 +292,10 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
       b.wide_chosen[r] = (uint64_t{survivor_keys[e]} << 32) | columns[e];
     }
     RankSortDescending(b.wide_chosen.data(), kept, b.ordered.data());
-    for (int r = 0; r < kept; ++r) list.column[r] = static_cast<uint32_t>(b.ordered[r] & 0xffffu);
-  }
-  for (int r = 0; r < kept; ++r) {
-    const float v = Element<kType>::Load(x, list.column[r]);
-    list.value[r] = v != v ? -std::numeric_limits<float>::infinity() : v;
+    for (int r = 0; r < kept; ++r) {
+      list.column[r] = static_cast<uint32_t>(b.ordered[r] & 0xffffu);
+      list.value[r] = KeyToFloat(static_cast<uint32_t>(b.ordered[r] >> 32));
+    }
   }
 }
 
@@ -305,6 +336,23 @@ inline void SelectStage(const StagePlan& stage, const RankedList& running,
     const uint32_t e = positions[b.best[r]];
     b.wide_chosen[r] = (uint64_t{keys[e]} << 32) | e;
   }
+}
+
+// b.final_order[r] = the index of the r-th smallest of slots[0..n), n = kk; slots distinct.
+inline void OrderBySlot(const Plan& plan, const uint32_t* slots, int n, WorkspaceBuffers& b) {
+  uint32_t* keys = b.final_keys.data();
+  if (!plan.slot_keys_fit) {
+    for (int r = 0; r < n; ++r) keys[r] = ~slots[r];  // descending ~slot is ascending slot
+    RankOrderDescending(keys, n, b.final_order.data());
+    return;
+  }
+  const int bits = plan.index_bits;
+  for (int r = 0; r < n; ++r) keys[r] = (slots[r] << bits) | static_cast<uint32_t>(r);
+  PadWithZeros(keys, n);
+  uint32_t* sorted = b.scratch_keys.data();
+  SortDescending(keys, n, sorted);
+  const uint32_t index_mask = (uint32_t{1} << bits) - 1;
+  for (int r = 0; r < n; ++r) b.final_order[r] = sorted[n - 1 - r] & index_mask;
 }
 
 template <DType kType>
@@ -351,9 +399,8 @@ void TopKRow(const std::byte* row, std::byte* values, uint32_t* slots,
         const int j = stage.pair_j[e];
         next.slot[r] = running->slot[i] * plan.widths[f] + factor.column[j];
         next.columns[r] = running->columns[i] | (uint64_t{factor.column[j]} << shift);
-        b.final_keys[r] = ~next.slot[r];  // descending ~slot is ascending slot
       }
-      RankOrderDescending(b.final_keys.data(), stage.kept, b.final_order.data());
+      OrderBySlot(plan, next.slot.data(), stage.kept, b);
     }
     running = &next;
   }

@@ -1,8 +1,8 @@
 // The CPU implementation of the product-key top-k contract (../shared/SPEC.md), one thread.
 //
-// Per row: each factor's top kf columns come from a cheap lower bound (the least of kf strided
-// group maxima: at least kf columns reach it) that filters the row with SIMD compares, then an
-// exact radix select and rank ordering of the survivors (select.h). Each pairing stage walks only
+// Per row: each factor's top kf columns come from a cheap lower bound (the kf-th largest of about
+// 2 kf strided group maxima: at least kf columns reach it) that filters the row with SIMD
+// compares, then a sorting network over the survivors (sort.h; select.h when more than 256). Each pairing stage walks only
 // the candidate staircase (i+1)(j+1) <= n, filters it by the best score of a full n-pair
 // rectangle on that staircase, and selects the n best by (score, i+j, i). The final slots are
 // ordered and their values recomputed from the raw row. The plan of a shape (stage sizes,

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "kernels/cpu/parallel_topk.h"
+#include "kernels/cpu/scan.h"
+#include "kernels/cpu/sort.h"
 #include "kernels/cpu/topk_cpu.h"
 #include "kernels/numeric.h"
 #include "kernels/problem.h"
@@ -215,6 +217,70 @@ void ExpectMatchesSpec(const Problem& p, const std::vector<std::byte>& scores, s
     }
     const std::vector<uint32_t> expected = SpecSlots(p, row);
     ASSERT_EQ(std::vector<uint32_t>(slots, slots + kk), expected) << what << " row " << r;
+  }
+}
+
+// The bfloat16 scans that work from the row (no key array) against the key scans, on every
+// special pattern (NaN of both signs, infinities, zeros of both signs, denormals), at every byte
+// offset parity and for counts that end anywhere in a vector.
+TEST(ScanKernels, Bf16ScansFromTheRowMatchTheKeyScans) {
+  std::mt19937_64 engine(17);
+  const uint16_t special[] = {0x7fc0, 0xffc0, 0x7f81, 0xff81, 0x7f80, 0xff80, 0x0000,
+                              0x8000, 0x0001, 0x8001, 0x3f80, 0xbf80, 0x7f7f, 0xff7f};
+  for (int trial = 0; trial < 400; ++trial) {
+    const uint32_t count = 1 + static_cast<uint32_t>(engine() % 1500);
+    const size_t offset = engine() % 2;  // the row at an odd byte address half the time
+    std::vector<std::byte> storage(2 * count + 2);
+    std::byte* x = storage.data() + offset;
+    for (uint32_t c = 0; c < count; ++c) {
+      const uint16_t bits = engine() % 4 == 0 ? special[engine() % std::size(special)]
+                                              : static_cast<uint16_t>(engine());
+      std::memcpy(x + 2 * size_t{c}, &bits, 2);
+    }
+    std::vector<uint32_t> keys(count + cpu::kCompressSlack);
+    cpu::Bf16ColumnKeys(x, count, keys.data());
+
+    const uint32_t groups =
+        1 + static_cast<uint32_t>(engine() % std::min<uint32_t>(count, cpu::kMaxGroups));
+    std::vector<uint32_t> maxima(groups), from_row(groups);
+    cpu::StridedGroupMaxima(keys.data(), count, groups, maxima.data());
+    cpu::Bf16StridedGroupMaxima(x, count, groups, from_row.data());
+    for (uint32_t g = 0; g < groups; ++g) {
+      ASSERT_EQ(from_row[g], maxima[g] & 0xffff0000u) << "trial " << trial << " group " << g;
+    }
+
+    // Thresholds at a key's value (low half 0, as the factor bound makes them) and anywhere.
+    for (const uint32_t threshold : {keys[engine() % count] & 0xffff0000u,
+                                     static_cast<uint32_t>(engine()), 0u, 0xffffffffu}) {
+      std::vector<uint32_t> expected(count + cpu::kCompressSlack);
+      std::vector<uint32_t> got(count + cpu::kCompressSlack);
+      const uint32_t n = cpu::CompressAtLeast(keys.data(), count, threshold, expected.data());
+      ASSERT_EQ(cpu::CompressBf16KeysAtLeast(x, count, threshold, got.data()), n)
+          << "trial " << trial << " threshold " << threshold;
+      expected.resize(n);
+      got.resize(n);
+      ASSERT_EQ(got, expected) << "trial " << trial << " threshold " << threshold;
+    }
+  }
+}
+
+// The sorting network against std::sort for every size it takes, on keys drawn from ranges
+// wide and narrow (many equal keys), with zeros among them, and its output padding.
+TEST(SortNetwork, SortsEverySizeDescending) {
+  std::mt19937_64 engine(5);
+  for (int n = 1; n <= static_cast<int>(kMaxK); ++n) {
+    for (const uint32_t range : {0xffffffffu, 7u, 1u}) {
+      std::vector<uint32_t> keys(cpu::PaddedCount(n), 0xdeadbeefu);
+      for (int e = 0; e < n; ++e) keys[e] = static_cast<uint32_t>(engine() % (uint64_t{range} + 1));
+      cpu::PadWithZeros(keys.data(), n);
+      std::vector<uint32_t> out(cpu::PaddedCount(n), 0xdeadbeefu);
+      cpu::SortDescending(keys.data(), n, out.data());
+      std::vector<uint32_t> expected(keys.begin(), keys.begin() + n);
+      std::sort(expected.begin(), expected.end(), std::greater<>());
+      ASSERT_EQ(std::vector<uint32_t>(out.begin(), out.begin() + n), expected)
+          << "n=" << n << " range=" << range;
+      for (int e = n; e < cpu::PaddedCount(n); ++e) ASSERT_EQ(out[e], 0u) << "n=" << n;
+    }
   }
 }
 
