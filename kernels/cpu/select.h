@@ -107,6 +107,39 @@ inline uint32_t ThresholdScore(const uint32_t* keys, int count, int need, int sh
   return lo;
 }
 
+// ThresholdScore for 16-bit scores: the largest T in [lo, hi] that at least `need` of scores[0..n)
+// reach, n a multiple of 32 (whole 16-bit vectors). Twice the lanes of a 32-bit pass, and each
+// pass counts against three pivots, as ThresholdScore does.
+// Pre: at least `need` scores are >= lo; fewer than `need` exceed hi.
+inline uint16_t ThresholdScore16(const uint16_t* scores, int n, int need, uint16_t lo,
+                                 uint16_t hi) {
+  uint32_t low = lo;
+  uint32_t high = hi;
+  while (low < high) {  // invariant: count(score >= low) >= need, count(score > high) < need
+    const uint32_t range = high - low;
+    uint16_t pivot[3];
+    for (int p = 0; p < 3; ++p) pivot[p] = static_cast<uint16_t>(low + range * (p + 1) / 4 + 1);
+    uint16_t reaching[3] = {0, 0, 0};
+    for (int e = 0; e < n; ++e) {
+      reaching[0] = static_cast<uint16_t>(reaching[0] + (scores[e] >= pivot[0] ? 1 : 0));
+      reaching[1] = static_cast<uint16_t>(reaching[1] + (scores[e] >= pivot[1] ? 1 : 0));
+      reaching[2] = static_cast<uint16_t>(reaching[2] + (scores[e] >= pivot[2] ? 1 : 0));
+    }
+    uint32_t new_low = low;
+    uint32_t new_high = high;
+    for (int p = 2; p >= 0; --p) {
+      if (reaching[p] >= need) {
+        new_low = pivot[p];
+        break;
+      }
+      new_high = pivot[p] - 1u;
+    }
+    low = new_low;
+    high = new_high;
+  }
+  return static_cast<uint16_t>(low);
+}
+
 // Writes to out the indices of every entry whose score (keys[e] >> shift) is above `threshold`,
 // then of the latest entries on it, `need` in all. Pre: at least `need` scores are >= threshold
 // and fewer than `need` exceed it. out: room for count + kCompressSlack indices.

@@ -145,7 +145,8 @@ struct WorkspaceBuffers {
   std::array<uint64_t, kMaxList> ordered{};
   std::array<uint32_t, kMaxList> final_keys{};
   std::array<uint32_t, kMaxList> final_order{};
-  std::array<uint32_t, 2 * kMaxList> group_maxima{};
+  std::array<uint32_t, kMaxGroups> group_maxima{};
+  std::array<uint16_t, kMaxGroups> group_scores{};
   std::array<uint32_t, kMaxCandidates> stage_positions{};
   std::array<uint32_t, kMaxCandidates> stage_keys{};
   std::array<uint32_t, kMaxCandidates> candidate_keys{};
@@ -201,7 +202,7 @@ inline uint32_t MaxOf(const uint32_t* keys, uint32_t count) {
 // `kept` groups (at least 16, so that the maxima vectorize). maxima_of(groups, maxima) writes
 // the strided group maxima, or lower bounds of them that are themselves keys' values.
 template <typename MaximaOf>
-inline uint32_t FactorBound(uint32_t width, int kept, uint32_t* maxima, uint32_t* sorted,
+inline uint32_t FactorBound(uint32_t width, int kept, uint32_t* maxima, uint16_t* scores,
                             MaximaOf maxima_of) {
   const auto wide_groups = static_cast<uint32_t>(PaddedCount(2 * kept));
   const bool tight = width >= 8 * wide_groups;
@@ -215,12 +216,14 @@ inline uint32_t FactorBound(uint32_t width, int kept, uint32_t* maxima, uint32_t
     most = std::max(most, maxima[g]);
   }
   if (!tight) return least;
-  if (groups <= static_cast<uint32_t>(kMaxNetworkSort)) {
-    // groups is a whole number of vectors, so the maxima need no padding.
-    SortDescending(maxima, static_cast<int>(groups), sorted);
-    return sorted[kept - 1] >> 16 << 16;
-  }
-  return ThresholdScore(maxima, static_cast<int>(groups), kept, 16, least >> 16, most >> 16) << 16;
+  // Only the top 16 bits matter: count in 16-bit lanes. groups (at least 32 here: 8 * groups <=
+  // width and 2 kept <= groups) is a multiple of 16; the scores get one zero vector more where
+  // needed, and a zero reaches no score the search asks about (scores of at least least >> 16 + 1).
+  const int n = (static_cast<int>(groups) + 31) & ~31;
+  for (uint32_t g = 0; g < groups; ++g) scores[g] = static_cast<uint16_t>(maxima[g] >> 16);
+  for (int g = static_cast<int>(groups); g < n; ++g) scores[g] = 0;
+  return uint32_t{ThresholdScore16(scores, n, kept, static_cast<uint16_t>(least >> 16),
+                                   static_cast<uint16_t>(most >> 16))} << 16;
 }
 
 // Factor f's top `kept` columns by (key desc, column desc), with their values (NaN -> -inf).
@@ -237,7 +240,7 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
     uint32_t* candidates = keys;
     uint32_t lower = 0;
     if (filter) {
-      lower = FactorBound(width, kept, b.group_maxima.data(), b.scratch_keys.data(),
+      lower = FactorBound(width, kept, b.group_maxima.data(), b.group_scores.data(),
                           [&](uint32_t groups, uint32_t* maxima) {
                             Bf16StridedGroupMaxima(x, width, groups, maxima);
                           });
@@ -274,7 +277,7 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
     uint32_t count = width;
     uint32_t lower = 0;
     if (filter) {
-      lower = FactorBound(width, kept, b.group_maxima.data(), b.scratch_keys.data(),
+      lower = FactorBound(width, kept, b.group_maxima.data(), b.group_scores.data(),
                           [&](uint32_t groups, uint32_t* maxima) {
                             StridedGroupMaxima(keys, width, groups, maxima);
                           });
@@ -397,6 +400,7 @@ void TopKRow(const std::byte* row, std::byte* values, uint32_t* slots,
         const uint32_t e = static_cast<uint32_t>(b.wide_chosen[r]);
         const int i = stage.pair_i[e];
         const int j = stage.pair_j[e];
+        next.value[r] = running->value[i] + factor.value[j];
         next.slot[r] = running->slot[i] * plan.widths[f] + factor.column[j];
         next.columns[r] = running->columns[i] | (uint64_t{factor.column[j]} << shift);
       }
@@ -404,18 +408,23 @@ void TopKRow(const std::byte* row, std::byte* values, uint32_t* slots,
     }
     running = &next;
   }
-  // Recompute each selected slot's value from the raw row, as SPEC.md's Output says.
+  // SPEC.md's output value is recomputed from the raw row. The lists hold the raw values with
+  // NaN as -inf, and their sums round as the recomputation does, so a sum is that value unless a
+  // substituted -inf went into it; such a sum is -inf or NaN, and only then is the row read.
   const int kk = plan.stages[last].kept;
   for (int r = 0; r < kk; ++r) {
     const uint32_t index = b.final_order[r];
-    const uint64_t columns = running->columns[index];
     slots[r] = running->slot[index];
-    uint32_t factor_offset = 0;
-    float v = 0.0f;
-    for (int f = 0; f < plan.factors; ++f) {
-      const float x = E::Load(row, factor_offset + static_cast<uint32_t>((columns >> (16 * f)) & 0xffffu));
-      v = f == 0 ? x : (f == 1 ? v + x : E::Round(v) + x);
-      factor_offset += plan.widths[f];
+    float v = running->value[index];
+    if (!(v > -std::numeric_limits<float>::infinity())) {
+      const uint64_t columns = running->columns[index];
+      uint32_t factor_offset = 0;
+      for (int f = 0; f < plan.factors; ++f) {
+        const float x =
+            E::Load(row, factor_offset + static_cast<uint32_t>((columns >> (16 * f)) & 0xffffu));
+        v = f == 0 ? x : (f == 1 ? v + x : E::Round(v) + x);
+        factor_offset += plan.widths[f];
+      }
     }
     E::Store(values, static_cast<uint32_t>(r), v);
   }
