@@ -35,6 +35,7 @@ struct StagePlan {
   std::vector<uint32_t> pair_j;
   std::vector<std::pair<uint8_t, uint8_t>> corners;  // (a-1, b-1) with a * b == kept
   std::vector<std::pair<uint8_t, uint8_t>> stair;    // the staircase's corners; empty: none
+  int index_bits = 0;  // bits of the largest candidate index
 
   void Prepare(int previous_entries, int factor_entries, uint32_t k) {
     previous = previous_entries;
@@ -57,6 +58,8 @@ struct StagePlan {
       if (b <= factor) corners.emplace_back(a - 1, b - 1);
     }
     PrepareStaircase();
+    index_bits = 0;
+    while ((size_t{1} << index_bits) < pair_i.size()) ++index_bits;
   }
 
   // The staircase follows the level lines of a sum of two sorted lists (for smooth tails they are
@@ -143,6 +146,7 @@ struct WorkspaceBuffers {
   std::array<uint32_t, kMaxList> narrow_ordered{};
   std::array<uint64_t, kMaxList> wide_chosen{};
   std::array<uint64_t, kMaxList> ordered{};
+  std::array<uint32_t, kMaxList> chosen{};  // a stage's chosen candidates
   std::array<uint32_t, kMaxList> final_keys{};
   std::array<uint32_t, kMaxList> final_order{};
   std::array<uint32_t, kMaxGroups> group_maxima{};
@@ -302,9 +306,9 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
   }
 }
 
-// Selects the stage's `kept` best candidates; b.wide_chosen gets their keys (score key << 32 |
-// candidate index), unordered.
-inline void SelectStage(const StagePlan& stage, const RankedList& running,
+// Selects the stage's `kept` best candidates into b.chosen (candidate indices); returns whether
+// they are in order, best first. b.candidate_keys keeps every candidate's score key.
+inline bool SelectStage(const StagePlan& stage, const RankedList& running,
                         const RankedList& factor, WorkspaceBuffers& b) {
   const int count = static_cast<int>(stage.pair_i.size());
   uint32_t* keys = b.candidate_keys.data();
@@ -333,12 +337,35 @@ inline void SelectStage(const StagePlan& stage, const RankedList& running,
   const int passing = static_cast<int>(
       CompressIndicesAtLeast(keys, static_cast<uint32_t>(count), lower, positions));
   for (int s = 0; s < passing; ++s) passing_keys[s] = keys[positions[s]];
+  if (passing <= kMaxNetworkSort) {
+    // One sort of distinct 32-bit keys (distance above the bound, candidate index) orders the
+    // survivors by (score, tie order) when the distances, stripped of the trailing zero bits they
+    // all share, fit beside the index: sums of bfloat16 values nearly always do.
+    uint32_t shared = 0;
+    uint32_t farthest = 0;
+    for (int s = 0; s < passing; ++s) {
+      const uint32_t distance = passing_keys[s] - lower;
+      shared |= distance;
+      farthest = std::max(farthest, distance);
+    }
+    const int zeros = shared == 0 ? 0 : __builtin_ctz(shared);
+    if ((uint64_t{farthest >> zeros} << stage.index_bits) <= UINT32_MAX) {
+      uint32_t* ranked = b.scratch_indices.data();
+      for (int s = 0; s < passing; ++s) {
+        ranked[s] = ((passing_keys[s] - lower) >> zeros << stage.index_bits) | positions[s];
+      }
+      PadWithZeros(ranked, passing);
+      uint32_t* sorted = b.scratch_keys.data();
+      SortDescending(ranked, passing, sorted);
+      const uint32_t index_mask = (uint32_t{1} << stage.index_bits) - 1;
+      for (int r = 0; r < stage.kept; ++r) b.chosen[r] = sorted[r] & index_mask;
+      return true;
+    }
+  }
   SelectBest(passing_keys, passing, stage.kept, 0, lower, upper, b.best.data(),
              b.select_scratch());
-  for (int r = 0; r < stage.kept; ++r) {
-    const uint32_t e = positions[b.best[r]];
-    b.wide_chosen[r] = (uint64_t{keys[e]} << 32) | e;
-  }
+  for (int r = 0; r < stage.kept; ++r) b.chosen[r] = positions[b.best[r]];
+  return false;
 }
 
 // b.final_order[r] = the index of the r-th smallest of slots[0..n), n = kk; slots distinct.
@@ -380,14 +407,21 @@ void TopKRow(const std::byte* row, std::byte* values, uint32_t* slots,
   for (int f = 1; f < plan.factors; ++f) {
     const StagePlan& stage = plan.stages[f];
     const RankedList& factor = b.factor_lists[f];
-    SelectStage(stage, *running, factor, b);
+    const bool in_order = SelectStage(stage, *running, factor, b);
     RankedList& next = b.running[next_buffer];
     next_buffer ^= 1;
     const int shift = 16 * f;
     if (f < last) {
-      RankSortDescending(b.wide_chosen.data(), stage.kept, b.ordered.data());
+      if (!in_order) {
+        for (int r = 0; r < stage.kept; ++r) {
+          const uint32_t e = b.chosen[r];
+          b.wide_chosen[r] = (uint64_t{b.candidate_keys[e]} << 32) | e;
+        }
+        RankSortDescending(b.wide_chosen.data(), stage.kept, b.ordered.data());
+        for (int r = 0; r < stage.kept; ++r) b.chosen[r] = static_cast<uint32_t>(b.ordered[r]);
+      }
       for (int r = 0; r < stage.kept; ++r) {
-        const uint32_t e = static_cast<uint32_t>(b.ordered[r]);
+        const uint32_t e = b.chosen[r];
         const int i = stage.pair_i[e];
         const int j = stage.pair_j[e];
         next.value[r] = E::Round(running->value[i] + factor.value[j]);
@@ -397,7 +431,7 @@ void TopKRow(const std::byte* row, std::byte* values, uint32_t* slots,
     } else {
       // Order the final pairs by slot.
       for (int r = 0; r < stage.kept; ++r) {
-        const uint32_t e = static_cast<uint32_t>(b.wide_chosen[r]);
+        const uint32_t e = b.chosen[r];
         const int i = stage.pair_i[e];
         const int j = stage.pair_j[e];
         next.value[r] = running->value[i] + factor.value[j];
