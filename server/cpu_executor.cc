@@ -37,6 +37,8 @@ CpuExecutor::CpuExecutor(const Options& options)
   set_in_use_.assign(sets_.size(), false);
   runner_ = std::thread([this] { RunLoop(); });
   pthread_setname_np(runner_.native_handle(), "pk-cpu-exec");
+  completer_ = std::thread([this] { CompleteLoop(); });
+  pthread_setname_np(completer_.native_handle(), "pk-cpu-done");
 }
 
 CpuExecutor::~CpuExecutor() {
@@ -44,7 +46,12 @@ CpuExecutor::~CpuExecutor() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  runner_.join();
+  runner_.join();  // computes what was submitted
+  {
+    absl::MutexLock lock(&mu_);
+    runner_stopped_ = true;
+  }
+  completer_.join();  // completes what the runner handed over
 }
 
 std::vector<std::string> CpuExecutor::devices() const {
@@ -101,6 +108,8 @@ void CpuExecutor::ReleaseSet(int index) {
 
 bool CpuExecutor::HasWorkOrStopping() const { return stopping_ || !submitted_.empty(); }
 
+bool CpuExecutor::HasComputedOrStopping() const { return runner_stopped_ || !computed_.empty(); }
+
 void CpuExecutor::RunLoop() {
   while (true) {
     std::pair<std::unique_ptr<Batch>, BatchDone> work;
@@ -118,7 +127,28 @@ void CpuExecutor::RunLoop() {
     const std::vector<std::span<const std::byte>> rows = batch.WholeRows();
     engine_.Run(batch.problem(), rows, batch.values().data(), batch.slots().data());
     BatchOutcome outcome{absl::OkStatus(), absl::Now() - start};
+    {
+      absl::MutexLock lock(&mu_);
+      if (!submitted_.empty()) {
+        computed_.push_back({std::move(work.first), std::move(work.second), std::move(outcome)});
+        continue;
+      }
+    }
     std::move(work.second)(std::move(work.first), std::move(outcome));
+  }
+}
+
+void CpuExecutor::CompleteLoop() {
+  while (true) {
+    Computed computed;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &CpuExecutor::HasComputedOrStopping));
+      if (computed_.empty()) return;  // the runner has stopped and nothing is left
+      computed = std::move(computed_.front());
+      computed_.pop_front();
+    }
+    std::move(computed.done)(std::move(computed.batch), std::move(computed.outcome));
   }
 }
 

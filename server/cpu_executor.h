@@ -46,9 +46,20 @@ class CpuExecutor final : public Executor {
   };
   class CpuBatch;
 
-  // The runner thread ("pk-cpu-exec"): computes submitted batches in order and completes them.
+  struct Computed {
+    std::unique_ptr<Batch> batch;
+    BatchDone done;
+    BatchOutcome outcome;
+  };
+
+  // The runner thread ("pk-cpu-exec"): computes submitted batches in order. It completes a batch
+  // itself when no other batch waits (no hand-over on an idle server), else hands it to the
+  // completer thread ("pk-cpu-done") and goes on to the next: the completion writes the answers
+  // to the sockets, and meanwhile the compute threads would stand idle.
   void RunLoop();
+  void CompleteLoop();
   bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HasComputedOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseSet(int index);
 
   const Options options_;
@@ -60,8 +71,11 @@ class CpuExecutor final : public Executor {
   std::vector<bool> set_in_use_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<std::unique_ptr<Batch>, BatchDone>> submitted_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Computed> computed_ ABSL_GUARDED_BY(mu_);  // for the completer
+  bool runner_stopped_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread runner_;
+  std::thread completer_;
 };
 
 }  // namespace pkserve

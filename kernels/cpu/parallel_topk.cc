@@ -20,9 +20,15 @@ ParallelTopK::~ParallelTopK() {
   for (auto& worker : workers_) worker.join();
 }
 
-void ParallelTopK::RunPart(const Job& job, int part, Workspace& workspace) {
-  size_t begin = job.rows * static_cast<size_t>(part) / static_cast<size_t>(job.parts);
-  const size_t end = job.rows * static_cast<size_t>(part + 1) / static_cast<size_t>(job.parts);
+void ParallelTopK::RunShare(const Job& job, Workspace& workspace) {
+  while (true) {
+    const size_t begin = next_row_.fetch_add(job.chunk_rows, std::memory_order_relaxed);
+    if (begin >= job.rows) return;
+    RunRows(job, begin, std::min(job.rows, begin + job.chunk_rows), workspace);
+  }
+}
+
+void ParallelTopK::RunRows(const Job& job, size_t begin, size_t end, Workspace& workspace) {
   const Problem& problem = *job.problem;
   const size_t row_bytes = problem.row_bytes();
   const uint32_t kk = problem.kk();
@@ -53,7 +59,13 @@ void ParallelTopK::Run(const Problem& problem, std::span<const std::span<const s
   for (const std::span<const std::byte>& input : inputs) rows += input.size() / problem.row_bytes();
   const size_t by_size = std::max<size_t>(1, rows / min_rows_per_thread_);
   const int parts = static_cast<int>(std::min<size_t>(workspaces_.size(), by_size));
-  Job job{&problem, inputs, rows, values, slots, parts};
+  // About eight chunks a thread: a thread that the host holds back (the RPC threads share these
+  // cores) leaves its rows to the others instead of keeping the whole batch waiting.
+  const size_t chunk_rows = std::max(min_rows_per_thread_,
+                                     (rows + 8 * static_cast<size_t>(parts) - 1) /
+                                         (8 * static_cast<size_t>(parts)));
+  Job job{&problem, inputs, rows, values, slots, parts, chunk_rows};
+  next_row_.store(0, std::memory_order_relaxed);
   if (parts > 1) {
     std::lock_guard lock(mutex_);
     job_ = job;
@@ -61,14 +73,14 @@ void ParallelTopK::Run(const Problem& problem, std::span<const std::span<const s
     ++generation_;
   }
   if (parts > 1) work_ready_.notify_all();
-  RunPart(job, 0, *workspaces_[0]);
+  RunShare(job, *workspaces_[0]);
   if (parts > 1) {
     std::unique_lock lock(mutex_);
     work_done_.wait(lock, [this] { return pending_ == 0; });
   }
 }
 
-// Worker `index` runs part `index` of each job that has that many parts.
+// Worker `index` takes chunks of each job that has more than `index` parts.
 void ParallelTopK::WorkerLoop(int index) {
   uint64_t seen = 0;
   while (true) {
@@ -81,7 +93,7 @@ void ParallelTopK::WorkerLoop(int index) {
       job = job_;
     }
     if (index >= job.parts) continue;
-    RunPart(job, index, *workspaces_[index]);
+    RunShare(job, *workspaces_[index]);
     {
       std::lock_guard lock(mutex_);
       if (--pending_ == 0) work_done_.notify_one();

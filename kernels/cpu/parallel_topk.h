@@ -1,6 +1,7 @@
 // Runs the CPU top-k over a batch of rows split across a fixed pool of threads.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -16,8 +17,9 @@
 namespace pk::cpu {
 
 // Owns `threads - 1` worker threads and one Workspace per thread; the calling thread works too.
-// Run() splits the rows into contiguous, near-equal parts (never fewer than `min_rows_per_thread`
-// rows a part) and returns when all are done. Concurrent Run() calls are serialized.
+// Run() has as many threads work as the rows allow (at least `min_rows_per_thread` rows each), each
+// taking contiguous chunks of rows until none is left, and returns when all are done. Concurrent
+// Run() calls are serialized.
 class ParallelTopK {
  public:
   explicit ParallelTopK(int threads, size_t min_rows_per_thread = 4);
@@ -42,16 +44,21 @@ class ParallelTopK {
     size_t rows = 0;
     std::byte* values = nullptr;
     uint32_t* slots = nullptr;
-    int parts = 0;
+    int parts = 0;          // threads at work
+    size_t chunk_rows = 0;  // rows a thread takes at a time
   };
 
   void WorkerLoop(int index);
-  void RunPart(const Job& job, int part, Workspace& workspace);
+  // Takes chunks of the job until none is left.
+  void RunShare(const Job& job, Workspace& workspace);
+  // Rows [begin, end) of the job's batch.
+  void RunRows(const Job& job, size_t begin, size_t end, Workspace& workspace);
 
   const size_t min_rows_per_thread_;
   std::vector<std::unique_ptr<Workspace>> workspaces_;
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;  // one Run() at a time
+  std::atomic<size_t> next_row_{0};  // the running job's first row not yet taken
 
   std::mutex mutex_;  // guards the fields below
   std::condition_variable work_ready_;
