@@ -57,15 +57,17 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) uint32_t CompressBf16KeysAv
     const __mmask16 in_range =
         count - c >= 16 ? static_cast<__mmask16>(0xffff)
                         : static_cast<__mmask16>((1u << (count - c)) - 1);
-    __m512i bits = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(in_range, x + 2 * size_t{c}));
+    // The maskz forms: GCC 12 warns on the unmasked ones' undefined-value idiom at -O3.
+    __m512i bits = _mm512_maskz_cvtepu16_epi32(
+        in_range, _mm256_maskz_loadu_epi16(in_range, x + 2 * size_t{c}));
     // OrderedKeyBf16: NaN ranks as -inf; negative patterns invert, the others gain the sign bit.
     const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, magnitude), infinity);
     bits = _mm512_mask_mov_epi32(bits, nan, negative_infinity);
     const __mmask16 negative = _mm512_test_epi32_mask(bits, sign);
     const __m512i ordered = _mm512_mask_xor_epi32(_mm512_or_si512(bits, sign), negative, bits,
                                                   low_half);
-    const __m512i key = _mm512_or_si512(_mm512_slli_epi32(ordered, 16),
-                                        _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(c))));
+    const __m512i column = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(c)));
+    const __m512i key = _mm512_or_si512(_mm512_maskz_slli_epi32(in_range, ordered, 16), column);
     const __mmask16 pass = _mm512_mask_cmpge_epu32_mask(in_range, key, limit);
     _mm512_storeu_si512(out + written, _mm512_maskz_compress_epi32(pass, key));
     written += static_cast<uint32_t>(__builtin_popcount(pass));

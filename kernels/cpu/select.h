@@ -72,34 +72,35 @@ inline int CountScoresAtLeast(const uint32_t* keys, int count, int shift, uint32
   return at_least;
 }
 
-// The largest score T in [lo, hi] that at least `need` entries reach, score(e) = keys[e] >> shift.
-// Each pass counts against three pivots at once (a four-way search): the passes are short and
-// each waits on the last, so fewer passes matter more than the compares within one.
-// Pre: at least `need` scores are >= lo; fewer than `need` exceed hi; keys zero-padded.
-inline uint32_t ThresholdScore(const uint32_t* keys, int count, int need, int shift, uint32_t lo,
-                               uint32_t hi) {
-  const int padded = PaddedCount(count);
+// The largest score T in [lo, hi] that at least `need` of entries[0..n) reach, score_of(entry) a
+// Score. Each pass counts against three pivots at once (a four-way search): the passes are short
+// and each waits on the last, so fewer passes matter more than the compares within one. Score and
+// Count set the lane width the counting loop vectorizes at.
+// Pre: at least `need` scores are >= lo; fewer than `need` exceed hi.
+template <typename Score, typename Count, typename Entry, typename ScoreOf>
+inline uint32_t FourWaySearch(const Entry* entries, int n, int need, uint32_t lo, uint32_t hi,
+                              ScoreOf score_of) {
   while (lo < hi) {  // invariant: count(score >= lo) >= need, count(score > hi) < need
     const uint64_t range = hi - lo;
-    uint32_t pivot[3];
-    for (int p = 0; p < 3; ++p) pivot[p] = lo + static_cast<uint32_t>(range * (p + 1) / 4) + 1;
-    int reaching[3] = {0, 0, 0};
-    for (int e = 0; e < padded; ++e) {
-      const uint32_t score = keys[e] >> shift;
-      reaching[0] += score >= pivot[0] ? 1 : 0;
-      reaching[1] += score >= pivot[1] ? 1 : 0;
-      reaching[2] += score >= pivot[2] ? 1 : 0;
+    Score pivot[3];
+    for (int p = 0; p < 3; ++p) pivot[p] = static_cast<Score>(lo + range * (p + 1) / 4 + 1);
+    Count reaching[3] = {0, 0, 0};
+    for (int e = 0; e < n; ++e) {
+      const Score score = score_of(entries[e]);
+      for (int p = 0; p < 3; ++p) {
+        reaching[p] = static_cast<Count>(reaching[p] + (score >= pivot[p] ? 1 : 0));
+      }
     }
     // Pivots ascend and their counts descend: keep the interval between the last pivot that
     // `need` entries reach and the first one they do not.
     uint32_t new_lo = lo;
     uint32_t new_hi = hi;
     for (int p = 2; p >= 0; --p) {
-      if (reaching[p] >= need) {
+      if (static_cast<int>(reaching[p]) >= need) {
         new_lo = pivot[p];
         break;
       }
-      new_hi = pivot[p] - 1;
+      new_hi = pivot[p] - 1u;
     }
     lo = new_lo;
     hi = new_hi;
@@ -107,37 +108,20 @@ inline uint32_t ThresholdScore(const uint32_t* keys, int count, int need, int sh
   return lo;
 }
 
-// ThresholdScore for 16-bit scores: the largest T in [lo, hi] that at least `need` of scores[0..n)
-// reach, n a multiple of 32 (whole 16-bit vectors). Twice the lanes of a 32-bit pass, and each
-// pass counts against three pivots, as ThresholdScore does.
-// Pre: at least `need` scores are >= lo; fewer than `need` exceed hi.
+// The largest score T in [lo, hi] that at least `need` entries reach, score(e) = keys[e] >> shift.
+// Pre: as FourWaySearch; keys zero-padded to PaddedCount(count).
+inline uint32_t ThresholdScore(const uint32_t* keys, int count, int need, int shift, uint32_t lo,
+                               uint32_t hi) {
+  return FourWaySearch<uint32_t, int>(keys, PaddedCount(count), need, lo, hi,
+                                      [shift](uint32_t key) { return key >> shift; });
+}
+
+// The same for 16-bit scores[0..n), n a multiple of 32 (whole vectors of twice a 32-bit pass's
+// lanes). Pre: as FourWaySearch.
 inline uint16_t ThresholdScore16(const uint16_t* scores, int n, int need, uint16_t lo,
                                  uint16_t hi) {
-  uint32_t low = lo;
-  uint32_t high = hi;
-  while (low < high) {  // invariant: count(score >= low) >= need, count(score > high) < need
-    const uint32_t range = high - low;
-    uint16_t pivot[3];
-    for (int p = 0; p < 3; ++p) pivot[p] = static_cast<uint16_t>(low + range * (p + 1) / 4 + 1);
-    uint16_t reaching[3] = {0, 0, 0};
-    for (int e = 0; e < n; ++e) {
-      reaching[0] = static_cast<uint16_t>(reaching[0] + (scores[e] >= pivot[0] ? 1 : 0));
-      reaching[1] = static_cast<uint16_t>(reaching[1] + (scores[e] >= pivot[1] ? 1 : 0));
-      reaching[2] = static_cast<uint16_t>(reaching[2] + (scores[e] >= pivot[2] ? 1 : 0));
-    }
-    uint32_t new_low = low;
-    uint32_t new_high = high;
-    for (int p = 2; p >= 0; --p) {
-      if (reaching[p] >= need) {
-        new_low = pivot[p];
-        break;
-      }
-      new_high = pivot[p] - 1u;
-    }
-    low = new_low;
-    high = new_high;
-  }
-  return static_cast<uint16_t>(low);
+  return static_cast<uint16_t>(
+      FourWaySearch<uint16_t, uint16_t>(scores, n, need, lo, hi, [](uint16_t s) { return s; }));
 }
 
 // Writes to out the indices of every entry whose score (keys[e] >> shift) is above `threshold`,

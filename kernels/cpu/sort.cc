@@ -1,6 +1,7 @@
 #include "kernels/cpu/sort.h"
 
 #include <cstring>
+#include <utility>
 
 #include "kernels/cpu/scan.h"
 
@@ -13,12 +14,26 @@ typedef int32_t Mask __attribute__((vector_size(4 * kLanes)));
 
 constexpr Vec kLaneIndices = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
+// out[l] = x[l ^ kPartner]: a permutation fixed at compile time (GCC and Clang both take
+// __builtin_shufflevector).
+template <int kPartner, size_t... kLane>
+__attribute__((always_inline)) inline void PermuteXor(const Vec& x, Vec& out,
+                                                      std::index_sequence<kLane...>) {
+  out = __builtin_shufflevector(x, x, static_cast<int>(kLane ^ kPartner)...);
+}
+
+template <int kPartner>
+__attribute__((always_inline)) inline void PermuteXor(const Vec& x, Vec& out) {
+  PermuteXor<kPartner>(x, out, std::make_index_sequence<kLanes>());
+}
+
 // One compare-exchange step inside every vector: lane l meets lane l ^ kPartner, and of each pair
 // the lane without bit kLowerBit (the lower index) keeps the larger key.
 template <int kPartner, int kLowerBit>
 __attribute__((always_inline)) inline void InVector(Vec& x) {
   const Vec lanes = kLaneIndices;
-  const Vec other = __builtin_shuffle(x, lanes ^ kPartner);
+  Vec other;
+  PermuteXor<kPartner>(x, other);
   const Vec larger = x > other ? x : other;
   const Vec smaller = x > other ? other : x;
   const Mask upper = (lanes & kLowerBit) != 0;
@@ -55,7 +70,6 @@ __attribute__((always_inline)) inline void Sort(Vec* x) {
   // Blocks of `block` vectors: merge the two sorted halves of each.
 #pragma GCC unroll 4
   for (int block = 2; block <= kVectors; block *= 2) {
-    const Vec reverse = kLaneIndices ^ 15u;
 #pragma GCC unroll 16
     for (int base = 0; base < kVectors; base += block) {
       // Flip: key i of the block against key (16 block - 1 - i).
@@ -63,11 +77,12 @@ __attribute__((always_inline)) inline void Sort(Vec* x) {
       for (int r = 0; r < block / 2; ++r) {
         Vec& a = x[base + r];
         Vec& b = x[base + block - 1 - r];
-        const Vec mirrored = __builtin_shuffle(b, reverse);
+        Vec mirrored;
+        PermuteXor<15>(b, mirrored);
         const Vec larger = a > mirrored ? a : mirrored;
         const Vec smaller = a > mirrored ? mirrored : a;
         a = larger;
-        b = __builtin_shuffle(smaller, reverse);
+        PermuteXor<15>(smaller, b);
       }
     }
 #pragma GCC unroll 4
@@ -86,7 +101,8 @@ __attribute__((always_inline)) inline void Sort(Vec* x) {
 }
 
 template <int kVectors>
-__attribute__((always_inline)) inline void SortDescendingIn(const uint32_t* keys, int n, uint32_t* out) {
+__attribute__((always_inline)) inline void SortDescendingIn(const uint32_t* keys, int n,
+                                                             uint32_t* out) {
   const int filled = PaddedCount(n) / kLanes;
   Vec x[kVectors];
 #pragma GCC unroll 16

@@ -220,9 +220,8 @@ inline uint32_t FactorBound(uint32_t width, int kept, uint32_t* maxima, uint16_t
     most = std::max(most, maxima[g]);
   }
   if (!tight) return least;
-  // Only the top 16 bits matter: count in 16-bit lanes. groups (at least 32 here: 8 * groups <=
-  // width and 2 kept <= groups) is a multiple of 16; the scores get one zero vector more where
-  // needed, and a zero reaches no score the search asks about (scores of at least least >> 16 + 1).
+  // Only the top 16 bits matter: count in 16-bit lanes. The scores are padded with zeros to whole
+  // 32-lane vectors; a zero reaches no score the search asks about (above least >> 16).
   const int n = (static_cast<int>(groups) + 31) & ~31;
   for (uint32_t g = 0; g < groups; ++g) scores[g] = static_cast<uint16_t>(maxima[g] >> 16);
   for (int g = static_cast<int>(groups); g < n; ++g) scores[g] = 0;

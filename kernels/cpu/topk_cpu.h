@@ -2,11 +2,13 @@
 //
 // Per row: each factor's top kf columns come from a cheap lower bound (the kf-th largest of about
 // 2 kf strided group maxima: at least kf columns reach it) that filters the row with SIMD
-// compares, then a sorting network over the survivors (sort.h; select.h when more than 256). Each pairing stage walks only
-// the candidate staircase (i+1)(j+1) <= n, filters it by the best score of a full n-pair
-// rectangle on that staircase, and selects the n best by (score, i+j, i). The final slots are
-// ordered and their values recomputed from the raw row. The plan of a shape (stage sizes,
-// staircase rows) is made once per call; nothing is allocated per row.
+// compares, then a sorting network over the survivors (sort.h; select.h when more than 256).
+// Each pairing stage walks only the candidate staircase (i+1)(j+1) <= n, filters it by the larger
+// of the staircase's worst corner and the best far corner of a full n-pair rectangle, and selects
+// the n best by (score, i+j, i), by one sort where 32-bit keys can carry that order. The final slots are
+// ordered by slot, and their values are the lists' sums (from the raw row where a NaN may have
+// gone in). The plan of a shape (stage sizes, staircase rows) is made once per call; nothing is
+// allocated per row.
 #pragma once
 
 #include <cstddef>
