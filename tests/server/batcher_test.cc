@@ -3,6 +3,7 @@
 #include "server/batcher.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,9 +12,11 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "kernels/cpu/topk_cpu.h"
 #include "kernels/testing/random_rows.h"
 #include "server/cpu_executor.h"
 #include "tests/server/test_support.h"
@@ -187,6 +190,72 @@ TEST(Batch, WholeRowsReadsRowsInPlaceAndCopiesOnlyRowsSplitAcrossSources) {
       joined.insert(joined.end(), rows.begin(), rows.end());
     }
     EXPECT_EQ(joined, all) << cuts.size() << " cuts";
+  }
+}
+
+// The CPU executor completes a batch itself when nothing else waits, and hands it to its
+// completer thread when another batch does (so the compute threads go on); every batch is
+// completed exactly once with exact rows either way, also when the executor is destroyed with
+// batches still submitted.
+TEST(CpuExecutor, CompletesOnTheCompleterWhileAnotherBatchWaitsAndDrainsOnDestruction) {
+  const pk::Problem problem = MakeProblem({1024, 1024}, 64, pk::DType::kBFloat16);
+  std::mt19937_64 engine(23);
+  constexpr size_t kRows = 4096;  // ~10 ms of compute: the second batch is queued long before
+  for (const bool destroy_at_once : {false, true}) {
+    struct Done {
+      std::atomic<int> calls{0};
+      std::string thread;
+      absl::Status status;
+      std::vector<std::byte> values;
+      std::vector<uint32_t> slots;
+      absl::Notification finished;
+    };
+    std::vector<std::vector<std::byte>> inputs;
+    Done done[2];
+    {
+      CpuExecutor executor(CpuExecutor::Options{.threads = 2});
+      std::vector<std::unique_ptr<Batch>> batches;
+      for (int b = 0; b < 2; ++b) {
+        inputs.push_back(pk::testing::RandomRows(problem, kRows, pk::testing::Distribution::kNormal,
+                                                 engine));
+        auto batch = executor.NewBatch(problem, kRows);
+        ASSERT_TRUE(batch.ok()) << batch.status();
+        std::memcpy((*batch)->scores().data(), inputs[b].data(), inputs[b].size());
+        batches.push_back(std::move(*batch));
+      }
+      for (int b = 0; b < 2; ++b) {
+        executor.Submit(std::move(batches[b]), [&done, b](std::unique_ptr<Batch> batch,
+                                                          BatchOutcome outcome) {
+          Done& d = done[b];
+          char name[16] = {};
+          pthread_getname_np(pthread_self(), name, sizeof name);
+          d.thread = name;
+          d.status = outcome.status;
+          d.values.assign(batch->values().begin(), batch->values().end());
+          d.slots.assign(batch->slots().begin(), batch->slots().end());
+          ++d.calls;
+          d.finished.Notify();
+        });
+      }
+      if (!destroy_at_once) {
+        for (Done& d : done) d.finished.WaitForNotification();
+      }
+    }  // the destructor finishes what was submitted
+    for (int b = 0; b < 2; ++b) {
+      SCOPED_TRACE(::testing::Message() << "batch " << b << (destroy_at_once ? ", destroyed" : ""));
+      ASSERT_EQ(done[b].calls.load(), 1);
+      ASSERT_TRUE(done[b].status.ok()) << done[b].status;
+      std::vector<std::byte> values(kRows * problem.out_value_bytes());
+      std::vector<uint32_t> slots(kRows * problem.kk());
+      pk::cpu::Workspace workspace;
+      pk::cpu::TopKRows(problem, inputs[b].data(), kRows, values.data(), slots.data(), workspace);
+      EXPECT_EQ(done[b].values, values);
+      EXPECT_EQ(done[b].slots, slots);
+    }
+    // The first batch was computed while the second waited: the completer answered it. The
+    // second had nothing behind it: the runner completed it itself.
+    EXPECT_EQ(done[0].thread, "pk-cpu-done");
+    EXPECT_EQ(done[1].thread, "pk-cpu-exec");
   }
 }
 
