@@ -1326,15 +1326,15 @@ using KernelFunction = void (*)(KernelParams);
 // The kernels of a type: the default register budget, the high-occupancy one (fewer registers,
 // more resident warps), and the latency kernel (default budget; see TopKKernel and Launch).
 enum KernelVariant : int { kDefaultKernel, kHighOccupancyKernel, kLatencyKernel, kKernelVariants };
+template <class T>
+KernelFunction KernelOf(KernelVariant variant) {
+  return variant == kHighOccupancyKernel ? &TopKKernel<T, T::kMoreBlocks, false>
+         : variant == kLatencyKernel     ? &TopKKernel<T, T::kMinBlocks, true>
+                                         : &TopKKernel<T, T::kMinBlocks, false>;
+}
+
 KernelFunction KernelFor(DType dtype, KernelVariant variant) {
-  if (dtype == DType::kFloat32) {
-    return variant == kHighOccupancyKernel ? &TopKKernel<Float32Type, Float32Type::kMoreBlocks, false>
-           : variant == kLatencyKernel     ? &TopKKernel<Float32Type, Float32Type::kMinBlocks, true>
-                                           : &TopKKernel<Float32Type, Float32Type::kMinBlocks, false>;
-  }
-  return variant == kHighOccupancyKernel ? &TopKKernel<Bf16Type, Bf16Type::kMoreBlocks, false>
-         : variant == kLatencyKernel     ? &TopKKernel<Bf16Type, Bf16Type::kMinBlocks, true>
-                                         : &TopKKernel<Bf16Type, Bf16Type::kMinBlocks, false>;
+  return dtype == DType::kFloat32 ? KernelOf<Float32Type>(variant) : KernelOf<Bf16Type>(variant);
 }
 
 std::string CudaMessage(const char* what, cudaError_t error) {
