@@ -53,6 +53,28 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) uint32_t CompressBf16KeysAv
   const __m512i sign = _mm512_set1_epi32(0x8000);
   const __m512i low_half = _mm512_set1_epi32(0xffff);
   uint32_t written = 0;
+  if (threshold >= 0x80000000u) {
+    // A threshold at or above +0's key: only patterns from +0 to +inf can reach it (compared
+    // unsigned, negative patterns and NaN lie above +inf), and for those the ordered key is the
+    // pattern with the sign bit set, so the key needs no ordering step.
+    const __m512i highest = _mm512_set1_epi32(0x7f80);
+    const __m512i column_bits =
+        _mm512_or_si512(lane, _mm512_set1_epi32(static_cast<int>(0x80000000u)));
+    for (uint32_t c = 0; c < count; c += 16) {
+      const __mmask16 in_range =
+          count - c >= 16 ? static_cast<__mmask16>(0xffff)
+                          : static_cast<__mmask16>((1u << (count - c)) - 1);
+      const __m512i bits = _mm512_maskz_cvtepu16_epi32(
+          in_range, _mm256_maskz_loadu_epi16(in_range, x + 2 * size_t{c}));
+      const __m512i column = _mm512_add_epi32(column_bits, _mm512_set1_epi32(static_cast<int>(c)));
+      const __m512i key = _mm512_or_si512(_mm512_maskz_slli_epi32(in_range, bits, 16), column);
+      const __mmask16 pass = _mm512_mask_cmpge_epu32_mask(
+          _mm512_mask_cmple_epu32_mask(in_range, bits, highest), key, limit);
+      _mm512_storeu_si512(out + written, _mm512_maskz_compress_epi32(pass, key));
+      written += static_cast<uint32_t>(__builtin_popcount(pass));
+    }
+    return written;
+  }
   for (uint32_t c = 0; c < count; c += 16) {
     const __mmask16 in_range =
         count - c >= 16 ? static_cast<__mmask16>(0xffff)
