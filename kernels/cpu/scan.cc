@@ -10,7 +10,6 @@
 #endif
 
 namespace pk::cpu {
-namespace {
 
 #if PK_X86_DISPATCH
 bool HostHasAvx512() {
@@ -18,6 +17,16 @@ bool HostHasAvx512() {
                           __builtin_cpu_supports("avx512vl");
   return has;
 }
+
+bool HostHasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#endif
+
+namespace {
+
+#if PK_X86_DISPATCH
 
 // AVX-512 compaction: compare 16 keys, pack the passing lanes, store a full vector and advance
 // by the count (hence kCompressSlack).
@@ -147,10 +156,19 @@ uint32_t CompressBf16KeysAtLeast(const std::byte* x, uint32_t count, uint32_t th
 #if PK_X86_DISPATCH
   if (HostHasAvx512()) return CompressBf16KeysAvx512(x, count, threshold, out);
 #endif
+  // Keys a block at a time with the vector unit, then the branch-free scalar compaction; a block
+  // starting at column `start` adds it to the keys' column part (columns stay below 65 536).
+  constexpr uint32_t kBlock = 256;
+  uint32_t keys[kBlock];
   uint32_t written = 0;
-  for (uint32_t c = 0; c < count; ++c) {
-    out[written] = Bf16Key(x, c);
-    written += out[written] >= threshold ? 1 : 0;
+  for (uint32_t start = 0; start < count; start += kBlock) {
+    const uint32_t block = std::min(kBlock, count - start);
+    Bf16ColumnKeys(x + 2 * size_t{start}, block, keys);
+    for (uint32_t c = 0; c < block; ++c) {
+      const uint32_t key = keys[c] + start;
+      out[written] = key;
+      written += key >= threshold ? 1 : 0;
+    }
   }
   return written;
 }
@@ -192,7 +210,7 @@ uint32_t CompressIndicesAtLeast(const uint32_t* keys, uint32_t count, uint32_t t
 const char* ScanPathName() {
 #if PK_X86_DISPATCH
   if (HostHasAvx512()) return "avx512";
-  if (__builtin_cpu_supports("avx2")) return "avx2";
+  if (HostHasAvx2()) return "avx2";
 #endif
   return "generic";
 }

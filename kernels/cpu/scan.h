@@ -17,6 +17,12 @@
 
 namespace pk::cpu {
 
+#if PK_X86_DISPATCH
+// What the host's vector unit has (checked once): AVX-512 F, BW and VL; AVX2.
+bool HostHasAvx512();
+bool HostHasAvx2();
+#endif
+
 // Slack, in elements, that the output buffers of the Compress* functions need past `count`.
 inline constexpr int kCompressSlack = 16;
 

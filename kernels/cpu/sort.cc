@@ -8,126 +8,211 @@
 namespace pk::cpu {
 namespace {
 
-inline constexpr int kLanes = 16;
-typedef uint32_t Vec __attribute__((vector_size(4 * kLanes)));
-typedef int32_t Mask __attribute__((vector_size(4 * kLanes)));
+// A vector of kLanes 32-bit keys. The network is written once for any width and instantiated at
+// each target's own (16 lanes for AVX-512, 8 for AVX2, 4 otherwise): a vector wider than the
+// hardware's would be split by the compiler, and its permutes taken apart lane by lane.
+template <int kLanes>
+struct Vectors;
+template <>
+struct Vectors<4> {
+  typedef uint32_t Keys __attribute__((vector_size(16)));
+  typedef int32_t Mask __attribute__((vector_size(16)));
+};
+template <>
+struct Vectors<8> {
+  typedef uint32_t Keys __attribute__((vector_size(32)));
+  typedef int32_t Mask __attribute__((vector_size(32)));
+};
+template <>
+struct Vectors<16> {
+  typedef uint32_t Keys __attribute__((vector_size(64)));
+  typedef int32_t Mask __attribute__((vector_size(64)));
+};
+template <int kLanes>
+using Vec = typename Vectors<kLanes>::Keys;
+template <int kLanes>
+using Mask = typename Vectors<kLanes>::Mask;
 
-constexpr Vec kLaneIndices = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+template <int kLanes, size_t... kLane>
+__attribute__((always_inline)) inline void LaneIndices(Vec<kLanes>& out,
+                                                       std::index_sequence<kLane...>) {
+  out = Vec<kLanes>{static_cast<uint32_t>(kLane)...};
+}
 
 // out[l] = x[l ^ kPartner]: a permutation fixed at compile time (GCC and Clang both take
 // __builtin_shufflevector).
-template <int kPartner, size_t... kLane>
-__attribute__((always_inline)) inline void PermuteXor(const Vec& x, Vec& out,
+template <int kLanes, int kPartner, size_t... kLane>
+__attribute__((always_inline)) inline void PermuteXor(const Vec<kLanes>& x, Vec<kLanes>& out,
                                                       std::index_sequence<kLane...>) {
   out = __builtin_shufflevector(x, x, static_cast<int>(kLane ^ kPartner)...);
 }
 
-template <int kPartner>
-__attribute__((always_inline)) inline void PermuteXor(const Vec& x, Vec& out) {
-  PermuteXor<kPartner>(x, out, std::make_index_sequence<kLanes>());
+template <int kLanes, int kPartner>
+__attribute__((always_inline)) inline void PermuteXor(const Vec<kLanes>& x, Vec<kLanes>& out) {
+  PermuteXor<kLanes, kPartner>(x, out, std::make_index_sequence<kLanes>());
 }
 
-// One compare-exchange step inside every vector: lane l meets lane l ^ kPartner, and of each pair
-// the lane without bit kLowerBit (the lower index) keeps the larger key.
-template <int kPartner, int kLowerBit>
-__attribute__((always_inline)) inline void InVector(Vec& x) {
-  const Vec lanes = kLaneIndices;
-  Vec other;
-  PermuteXor<kPartner>(x, other);
-  const Vec larger = x > other ? x : other;
-  const Vec smaller = x > other ? other : x;
-  const Mask upper = (lanes & kLowerBit) != 0;
+// One compare-exchange step inside a vector: lane l meets lane l ^ kPartner, and of each pair the
+// lane without bit kLowerBit (the lower index) keeps the larger key.
+template <int kLanes, int kPartner, int kLowerBit>
+__attribute__((always_inline)) inline void InVector(Vec<kLanes>& x) {
+  Vec<kLanes> lanes;
+  LaneIndices<kLanes>(lanes, std::make_index_sequence<kLanes>());
+  Vec<kLanes> other;
+  PermuteXor<kLanes, kPartner>(x, other);
+  const Vec<kLanes> larger = x > other ? x : other;
+  const Vec<kLanes> smaller = x > other ? other : x;
+  const Mask<kLanes> upper = (lanes & kLowerBit) != 0;
   x = upper ? smaller : larger;
 }
 
-// Half-cleaners at distances 8, 4, 2, 1 inside each of the n vectors.
-__attribute__((always_inline)) inline void CleanVectors(Vec* x, int n) {
-  for (int r = 0; r < n; ++r) {
-    InVector<8, 8>(x[r]);
-    InVector<4, 4>(x[r]);
-    InVector<2, 2>(x[r]);
-    InVector<1, 1>(x[r]);
+// Half-cleaners at distances kDistance, kDistance / 2, ..., 1 inside a vector.
+template <int kLanes, int kDistance>
+__attribute__((always_inline)) inline void Clean(Vec<kLanes>& x) {
+  if constexpr (kDistance >= 1) {
+    InVector<kLanes, kDistance, kDistance>(x);
+    Clean<kLanes, kDistance / 2>(x);
   }
 }
 
-// Sorts the kVectors * 16 keys of x descending (x[0] lane 0 first). kVectors: a power of two.
-template <int kVectors>
-__attribute__((always_inline)) inline void Sort(Vec* x) {
-  // Blocks of 2, 4, 8 and 16 keys inside each vector.
-#pragma GCC unroll 16
-  for (int r = 0; r < kVectors; ++r) {
-    InVector<1, 1>(x[r]);
-    InVector<3, 2>(x[r]);
-    InVector<1, 1>(x[r]);
-    InVector<7, 4>(x[r]);
-    InVector<2, 2>(x[r]);
-    InVector<1, 1>(x[r]);
-    InVector<15, 8>(x[r]);
-    InVector<4, 4>(x[r]);
-    InVector<2, 2>(x[r]);
-    InVector<1, 1>(x[r]);
+// Half-cleaners across vectors at distances kDistance, kDistance / 2, ..., 1 vectors.
+template <int kLanes, int kVectors, int kDistance>
+__attribute__((always_inline)) inline void CleanAcross(Vec<kLanes>* x) {
+  if constexpr (kDistance >= 1) {
+#pragma GCC unroll 32
+    for (int r = 0; r < kVectors; ++r) {
+      if ((r & kDistance) != 0) continue;
+      const Vec<kLanes> a = x[r];
+      const Vec<kLanes> b = x[r + kDistance];
+      x[r] = a > b ? a : b;
+      x[r + kDistance] = a > b ? b : a;
+    }
+    CleanAcross<kLanes, kVectors, kDistance / 2>(x);
   }
-  // Blocks of `block` vectors: merge the two sorted halves of each.
-#pragma GCC unroll 4
-  for (int block = 2; block <= kVectors; block *= 2) {
+}
+
+// Sorts the blocks of kBlock lanes of a vector (the blocks of kBlock / 2 sorted first): a flip
+// (lane i of the block against its mirror image), then half-cleaners.
+template <int kLanes, int kBlock>
+__attribute__((always_inline)) inline void SortBlocks(Vec<kLanes>& x) {
+  if constexpr (kBlock > 1) {
+    SortBlocks<kLanes, kBlock / 2>(x);
+    InVector<kLanes, kBlock - 1, kBlock / 2>(x);
+    Clean<kLanes, kBlock / 4>(x);
+  }
+}
+
+// Merges the sorted halves of each block of kBlock vectors, then of blocks twice as large, up to
+// kVectors: a flip of each block (key i against its mirror image), then half-cleaners across
+// vectors and inside them.
+template <int kLanes, int kVectors, int kBlock>
+__attribute__((always_inline)) inline void MergeBlocks(Vec<kLanes>* x) {
+  if constexpr (kBlock <= kVectors) {
+#pragma GCC unroll 32
+    for (int base = 0; base < kVectors; base += kBlock) {
 #pragma GCC unroll 16
-    for (int base = 0; base < kVectors; base += block) {
-      // Flip: key i of the block against key (16 block - 1 - i).
-#pragma GCC unroll 8
-      for (int r = 0; r < block / 2; ++r) {
-        Vec& a = x[base + r];
-        Vec& b = x[base + block - 1 - r];
-        Vec mirrored;
-        PermuteXor<15>(b, mirrored);
-        const Vec larger = a > mirrored ? a : mirrored;
-        const Vec smaller = a > mirrored ? mirrored : a;
+      for (int r = 0; r < kBlock / 2; ++r) {
+        Vec<kLanes>& a = x[base + r];
+        Vec<kLanes>& b = x[base + kBlock - 1 - r];
+        Vec<kLanes> mirrored;
+        PermuteXor<kLanes, kLanes - 1>(b, mirrored);
+        const Vec<kLanes> larger = a > mirrored ? a : mirrored;
+        const Vec<kLanes> smaller = a > mirrored ? mirrored : a;
         a = larger;
-        PermuteXor<15>(smaller, b);
+        PermuteXor<kLanes, kLanes - 1>(smaller, b);
       }
     }
-#pragma GCC unroll 4
-    for (int distance = block / 4; distance >= 1; distance /= 2) {
-#pragma GCC unroll 16
-      for (int r = 0; r < kVectors; ++r) {
-        if ((r & distance) != 0) continue;
-        const Vec a = x[r];
-        const Vec b = x[r + distance];
-        x[r] = a > b ? a : b;
-        x[r + distance] = a > b ? b : a;
-      }
-    }
-    CleanVectors(x, kVectors);
+    CleanAcross<kLanes, kVectors, kBlock / 4>(x);
+#pragma GCC unroll 32
+    for (int r = 0; r < kVectors; ++r) Clean<kLanes, kLanes / 2>(x[r]);
+    MergeBlocks<kLanes, kVectors, kBlock * 2>(x);
   }
 }
 
-template <int kVectors>
-__attribute__((always_inline)) inline void SortDescendingIn(const uint32_t* keys, int n,
-                                                             uint32_t* out) {
+// Sorts the kVectors * kLanes keys of x descending (x[0] lane 0 first). kVectors: a power of two.
+template <int kLanes, int kVectors>
+__attribute__((always_inline)) inline void Sort(Vec<kLanes>* x) {
+#pragma GCC unroll 32
+  for (int r = 0; r < kVectors; ++r) SortBlocks<kLanes, kLanes>(x[r]);
+  MergeBlocks<kLanes, kVectors, 2>(x);
+}
+
+// Pre: as SortDescending; 16 is a multiple of kLanes, so whole 16-key paddings are whole vectors.
+template <int kLanes, int kVectors>
+__attribute__((always_inline)) inline void SortIn(const uint32_t* keys, int n, uint32_t* out) {
   const int filled = PaddedCount(n) / kLanes;
-  Vec x[kVectors];
-#pragma GCC unroll 16
+  Vec<kLanes> x[kVectors];
+#pragma GCC unroll 32
   for (int r = 0; r < kVectors; ++r) {
     if (r < filled) {
-      std::memcpy(&x[r], keys + kLanes * r, sizeof(Vec));
+      std::memcpy(&x[r], keys + kLanes * r, sizeof(Vec<kLanes>));
     } else {
-      x[r] = Vec{};
+      x[r] = Vec<kLanes>{};
     }
   }
-  Sort<kVectors>(x);
-#pragma GCC unroll 16
+  Sort<kLanes, kVectors>(x);
+#pragma GCC unroll 32
   for (int r = 0; r < kVectors; ++r) {
-    if (r < filled) std::memcpy(out + kLanes * r, &x[r], sizeof(Vec));
+    if (r < filled) std::memcpy(out + kLanes * r, &x[r], sizeof(Vec<kLanes>));
   }
 }
+
+template <int kLanes>
+__attribute__((always_inline)) inline void SortAt(const uint32_t* keys, int n, uint32_t* out) {
+  constexpr int kMost = kMaxNetworkSort / kLanes;
+  static_assert(kMost >= 4);
+  if (n <= 16) return SortIn<kLanes, 16 / kLanes>(keys, n, out);
+  if (n <= 32) return SortIn<kLanes, 32 / kLanes>(keys, n, out);
+  if (n <= 64) return SortIn<kLanes, 64 / kLanes>(keys, n, out);
+  if (n <= 128) return SortIn<kLanes, 128 / kLanes>(keys, n, out);
+  return SortIn<kLanes, kMost>(keys, n, out);
+}
+
+#if PK_X86_DISPATCH
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void SortAvx512(const uint32_t* keys, int n,
+                                                                     uint32_t* out) {
+  SortAt<16>(keys, n, out);
+}
+
+__attribute__((target("avx2"))) void SortAvx2(const uint32_t* keys, int n, uint32_t* out) {
+  SortAt<8>(keys, n, out);
+}
+#endif
 
 }  // namespace
 
-PK_VECTOR_CLONES void SortDescending(const uint32_t* keys, int n, uint32_t* out) {
-  if (n <= 16) return SortDescendingIn<1>(keys, n, out);
-  if (n <= 32) return SortDescendingIn<2>(keys, n, out);
-  if (n <= 64) return SortDescendingIn<4>(keys, n, out);
-  if (n <= 128) return SortDescendingIn<8>(keys, n, out);
-  return SortDescendingIn<16>(keys, n, out);
+bool SortDescendingAtWidth(int lanes, const uint32_t* keys, int n, uint32_t* out) {
+  switch (lanes) {
+    case 4:
+      SortAt<4>(keys, n, out);
+      return true;
+#if PK_X86_DISPATCH
+    case 8:
+      if (!HostHasAvx2()) return false;
+      SortAvx2(keys, n, out);
+      return true;
+    case 16:
+      if (!HostHasAvx512()) return false;
+      SortAvx512(keys, n, out);
+      return true;
+#endif
+    default:
+      return false;
+  }
+}
+
+void SortDescending(const uint32_t* keys, int n, uint32_t* out) {
+#if PK_X86_DISPATCH
+  if (HostHasAvx512()) return SortAvx512(keys, n, out);
+  if (HostHasAvx2()) return SortAvx2(keys, n, out);
+  return SortAt<4>(keys, n, out);
+#elif defined(__AVX512F__)
+  return SortAt<16>(keys, n, out);
+#elif defined(__AVX2__)
+  return SortAt<8>(keys, n, out);
+#else
+  return SortAt<4>(keys, n, out);
+#endif
 }
 
 }  // namespace pk::cpu

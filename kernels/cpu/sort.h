@@ -1,10 +1,10 @@
 // Sorting networks for the CPU top-k's small sorts (up to 256 32-bit keys): a bitonic network over
-// keys held in 16-lane vectors (GCC vector extensions), compiled once per vector target like the
-// scans (scan.h), so on AVX-512 a vector is one register and each compare-exchange step is a
-// permute, a max, a min and a blend; other targets split the vectors and give the same bits. Every
-// comparator puts the larger key at the lower index: a merge starts with a "flip" (element i of a
-// block against its mirror image), after which every half-cleaner has the same direction, so no
-// step needs a per-lane direction.
+// keys held in vectors (GCC vector extensions) as wide as the host's (16 lanes with AVX-512, 8 with
+// AVX2, else 4; picked at run time like the scans, scan.h), so a vector is one register and each
+// compare-exchange step is a permute, a max, a min and a blend; every width gives the same bits.
+// Every comparator puts the larger key at the lower index: a merge starts with a "flip" (element i
+// of a block against its mirror image), after which every half-cleaner has the same direction, so
+// no step needs a per-lane direction.
 //
 // Counting-loop arrays share one padding convention (PaddedCount): whole vectors, zeros past the
 // keys. A zero key sorts last and has score 0, so padding never displaces or counts as a key.
@@ -29,5 +29,9 @@ inline constexpr int kMaxNetworkSort = 256;
 // out[0..n) = keys[0..n) in descending order. Pre: 1 <= n <= kMaxNetworkSort; keys zero-padded
 // to PaddedCount(n); out: room for PaddedCount(n) keys (zeros land past the n sorted ones).
 void SortDescending(const uint32_t* keys, int n, uint32_t* out);
+
+// SortDescending at a vector width of its own choosing (4, 8 or 16 lanes), for tests of every
+// width a host can run; false, writing nothing, where this host or build cannot.
+bool SortDescendingAtWidth(int lanes, const uint32_t* keys, int n, uint32_t* out);
 
 }  // namespace pk::cpu

@@ -264,24 +264,42 @@ TEST(ScanKernels, Bf16ScansFromTheRowMatchTheKeyScans) {
   }
 }
 
-// The sorting network against std::sort for every size it takes, on keys drawn from ranges
-// wide and narrow (many equal keys), with zeros among them, and its output padding.
-TEST(SortNetwork, SortsEverySizeDescending) {
+// The sorting network against std::sort for every size it takes, at every vector width this host
+// runs (the one it picks and the others), on keys drawn from ranges wide and narrow (many equal
+// keys), with zeros among them, and its output padding.
+TEST(SortNetwork, SortsEverySizeDescendingAtEveryWidth) {
   std::mt19937_64 engine(5);
-  for (int n = 1; n <= static_cast<int>(kMaxK); ++n) {
-    for (const uint32_t range : {0xffffffffu, 7u, 1u}) {
-      std::vector<uint32_t> keys(cpu::PaddedCount(n), 0xdeadbeefu);
-      for (int e = 0; e < n; ++e) keys[e] = static_cast<uint32_t>(engine() % (uint64_t{range} + 1));
-      cpu::PadWithZeros(keys.data(), n);
-      std::vector<uint32_t> out(cpu::PaddedCount(n), 0xdeadbeefu);
-      cpu::SortDescending(keys.data(), n, out.data());
-      std::vector<uint32_t> expected(keys.begin(), keys.begin() + n);
-      std::sort(expected.begin(), expected.end(), std::greater<>());
-      ASSERT_EQ(std::vector<uint32_t>(out.begin(), out.begin() + n), expected)
-          << "n=" << n << " range=" << range;
-      for (int e = n; e < cpu::PaddedCount(n); ++e) ASSERT_EQ(out[e], 0u) << "n=" << n;
+  int widths_run = 0;
+  for (const int lanes : {0, 4, 8, 16}) {  // 0: SortDescending's own choice
+    const auto sort = [lanes](const uint32_t* keys, int n, uint32_t* out) {
+      if (lanes == 0) {
+        cpu::SortDescending(keys, n, out);
+        return true;
+      }
+      return cpu::SortDescendingAtWidth(lanes, keys, n, out);
+    };
+    uint32_t probe[16] = {1};
+    uint32_t probe_out[16];
+    if (!sort(probe, 1, probe_out)) continue;  // this host cannot run that width
+    ++widths_run;
+    for (int n = 1; n <= static_cast<int>(kMaxK); ++n) {
+      for (const uint32_t range : {0xffffffffu, 7u, 1u}) {
+        std::vector<uint32_t> keys(cpu::PaddedCount(n), 0xdeadbeefu);
+        for (int e = 0; e < n; ++e) {
+          keys[e] = static_cast<uint32_t>(engine() % (uint64_t{range} + 1));
+        }
+        cpu::PadWithZeros(keys.data(), n);
+        std::vector<uint32_t> out(cpu::PaddedCount(n), 0xdeadbeefu);
+        ASSERT_TRUE(sort(keys.data(), n, out.data()));
+        std::vector<uint32_t> expected(keys.begin(), keys.begin() + n);
+        std::sort(expected.begin(), expected.end(), std::greater<>());
+        ASSERT_EQ(std::vector<uint32_t>(out.begin(), out.begin() + n), expected)
+            << "lanes=" << lanes << " n=" << n << " range=" << range;
+        for (int e = n; e < cpu::PaddedCount(n); ++e) ASSERT_EQ(out[e], 0u) << "n=" << n;
+      }
     }
   }
+  EXPECT_GE(widths_run, 2);  // the host's choice and the 4-lane network at least
 }
 
 TEST(CpuTopK, MatchesSpecTranscriptionOnRandomShapesAndDistributions) {
