@@ -179,6 +179,19 @@ __attribute__((target("avx2"))) void SortAvx2(const uint32_t* keys, int n, uint3
 }
 #endif
 
+// The width SortDescending takes on this host.
+int HostLanes() {
+#if PK_X86_DISPATCH
+  return HostHasAvx512() ? 16 : HostHasAvx2() ? 8 : 4;
+#elif defined(__AVX512F__)
+  return 16;
+#elif defined(__AVX2__)
+  return 8;
+#else
+  return 4;
+#endif
+}
+
 }  // namespace
 
 bool SortDescendingAtWidth(int lanes, const uint32_t* keys, int n, uint32_t* out) {
@@ -186,15 +199,27 @@ bool SortDescendingAtWidth(int lanes, const uint32_t* keys, int n, uint32_t* out
     case 4:
       SortAt<4>(keys, n, out);
       return true;
-#if PK_X86_DISPATCH
     case 8:
+#if PK_X86_DISPATCH
       if (!HostHasAvx2()) return false;
       SortAvx2(keys, n, out);
       return true;
+#elif defined(__AVX2__)
+      SortAt<8>(keys, n, out);
+      return true;
+#else
+      return false;
+#endif
     case 16:
+#if PK_X86_DISPATCH
       if (!HostHasAvx512()) return false;
       SortAvx512(keys, n, out);
       return true;
+#elif defined(__AVX512F__)
+      SortAt<16>(keys, n, out);
+      return true;
+#else
+      return false;
 #endif
     default:
       return false;
@@ -202,17 +227,8 @@ bool SortDescendingAtWidth(int lanes, const uint32_t* keys, int n, uint32_t* out
 }
 
 void SortDescending(const uint32_t* keys, int n, uint32_t* out) {
-#if PK_X86_DISPATCH
-  if (HostHasAvx512()) return SortAvx512(keys, n, out);
-  if (HostHasAvx2()) return SortAvx2(keys, n, out);
-  return SortAt<4>(keys, n, out);
-#elif defined(__AVX512F__)
-  return SortAt<16>(keys, n, out);
-#elif defined(__AVX2__)
-  return SortAt<8>(keys, n, out);
-#else
-  return SortAt<4>(keys, n, out);
-#endif
+  static const int lanes = HostLanes();
+  SortDescendingAtWidth(lanes, keys, n, out);
 }
 
 }  // namespace pk::cpu

@@ -18,6 +18,13 @@ constexpr int kMaxColumns = static_cast<int>(kMaxWidth) + 1;
 constexpr int kMaxList = static_cast<int>(kMaxK);
 // sum over i = 1..256 of floor(256 / i) = 1 563 bounds every staircase; round up.
 constexpr int kMaxCandidates = 2048 + kCompressSlack;
+// The bits an index below `count` needs (0 for a count of 1).
+inline int IndexBits(size_t count) {
+  int bits = 0;
+  while ((size_t{1} << bits) < count) ++bits;
+  return bits;
+}
+
 // Survivor counts up to which a factor's survivors are ordered whole rather than selected first.
 constexpr uint32_t kRankAllSurvivors = kMaxNetworkSort;
 
@@ -58,8 +65,7 @@ struct StagePlan {
       if (b <= factor) corners.emplace_back(a - 1, b - 1);
     }
     PrepareStaircase();
-    index_bits = 0;
-    while ((size_t{1} << index_bits) < pair_i.size()) ++index_bits;
+    index_bits = IndexBits(pair_i.size());
   }
 
   // The staircase follows the level lines of a sum of two sorted lists (for smooth tails they are
@@ -109,8 +115,7 @@ struct Plan {
       previous = stages[f].kept;
     }
     // Whether every final key slot << bits(kk - 1) | index fits 32 bits.
-    index_bits = 0;
-    while ((1 << index_bits) < previous) ++index_bits;
+    index_bits = IndexBits(static_cast<size_t>(previous));
     uint64_t slots = 1;
     for (int f = 0; f < factors; ++f) slots *= widths[f];
     slot_keys_fit = slots <= (uint64_t{1} << (32 - index_bits));
