@@ -167,7 +167,7 @@ inline void SelectBest(uint32_t* keys, int count, int need, int shift, uint32_t 
   if (count <= kMaxNetworkSort) {
     // Few entries: the need-th largest key of a sorted copy has the threshold score, for fewer
     // instructions than the bisection's dependent passes.
-    SortDescending(keys, count, scratch.keys);
+    SortTopDescending(keys, count, need, scratch.keys);
     TakeFromThreshold(keys, count, need, shift, scratch.keys[need - 1] >> shift, out);
     return;
   }

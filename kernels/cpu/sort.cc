@@ -103,11 +103,12 @@ __attribute__((always_inline)) inline void SortBlocks(Vec<kLanes>& x) {
 }
 
 // Merges the sorted halves of each block of kBlock vectors, then of blocks twice as large, up to
-// kVectors: a flip of each block (key i against its mirror image), then half-cleaners across
-// vectors and inside them.
-template <int kLanes, int kVectors, int kBlock>
+// kLargest: a flip of each block (key i against its mirror image), then half-cleaners across
+// vectors and inside them. Every block of a size is merged in the same loop, so that the
+// dependent chains of the steps inside a vector interleave.
+template <int kLanes, int kVectors, int kBlock, int kLargest = kVectors>
 __attribute__((always_inline)) inline void MergeBlocks(Vec<kLanes>* x) {
-  if constexpr (kBlock <= kVectors) {
+  if constexpr (kBlock <= kLargest) {
 #pragma GCC unroll 32
     for (int base = 0; base < kVectors; base += kBlock) {
 #pragma GCC unroll 16
@@ -125,20 +126,50 @@ __attribute__((always_inline)) inline void MergeBlocks(Vec<kLanes>* x) {
     CleanAcross<kLanes, kVectors, kBlock / 4>(x);
 #pragma GCC unroll 32
     for (int r = 0; r < kVectors; ++r) Clean<kLanes, kLanes / 2>(x[r]);
-    MergeBlocks<kLanes, kVectors, kBlock * 2>(x);
+    MergeBlocks<kLanes, kVectors, kBlock * 2, kLargest>(x);
   }
 }
 
-// Sorts the kVectors * kLanes keys of x descending (x[0] lane 0 first). kVectors: a power of two.
-template <int kLanes, int kVectors>
-__attribute__((always_inline)) inline void Sort(Vec<kLanes>* x) {
+// x holds sorted blocks of kKept vectors; pairs of blocks are merged down to one, of which each
+// merge keeps only its better half: its flip's larger keys (the best kKept vectors, bitonic), then
+// the half-cleaners of that half. The pairs of a round are merged in the same loops.
+template <int kLanes, int kVectors, int kKept>
+__attribute__((always_inline)) inline void KeepBestBlock(Vec<kLanes>* x) {
+  if constexpr (kVectors > kKept) {
+    constexpr int kPairs = kVectors / (2 * kKept);
+#pragma GCC unroll 16
+    for (int p = 0; p < kPairs; ++p) {
+      // Writes land below the pair's own reads (p * kKept + kKept <= 2 * p * kKept for p >= 1).
+#pragma GCC unroll 16
+      for (int r = 0; r < kKept; ++r) {
+        const Vec<kLanes> a = x[2 * p * kKept + r];
+        Vec<kLanes> mirrored;
+        PermuteXor<kLanes, kLanes - 1>(x[(2 * p + 1) * kKept + kKept - 1 - r], mirrored);
+        x[p * kKept + r] = a > mirrored ? a : mirrored;
+      }
+    }
+    CleanAcross<kLanes, kVectors / 2, kKept / 2>(x);
 #pragma GCC unroll 32
-  for (int r = 0; r < kVectors; ++r) SortBlocks<kLanes, kLanes>(x[r]);
-  MergeBlocks<kLanes, kVectors, 2>(x);
+    for (int r = 0; r < kVectors / 2; ++r) Clean<kLanes, kLanes / 2>(x[r]);
+    KeepBestBlock<kLanes, kVectors / 2, kKept>(x);
+  }
 }
 
-// Pre: as SortDescending; 16 is a multiple of kLanes, so whole 16-key paddings are whole vectors.
-template <int kLanes, int kVectors>
+// Sorts the kKept * kLanes largest of the kVectors * kLanes keys of x into x[0..kKept), descending
+// (x[0] lane 0 first; all of them when kKept == kVectors): blocks of kKept vectors are sorted
+// whole, then only the best block of each merge is kept, which saves about half of each trimmed
+// merge's steps. kKept: a power of two.
+template <int kLanes, int kVectors, int kKept>
+__attribute__((always_inline)) inline void SortTop(Vec<kLanes>* x) {
+#pragma GCC unroll 32
+  for (int r = 0; r < kVectors; ++r) SortBlocks<kLanes, kLanes>(x[r]);
+  MergeBlocks<kLanes, kVectors, 2, kKept>(x);
+  KeepBestBlock<kLanes, kVectors, kKept>(x);
+}
+
+// Pre: as SortTopDescending; 16 is a multiple of kLanes, so whole 16-key paddings are whole
+// vectors. Writes the best kKept vectors (those of them that hold keys).
+template <int kLanes, int kVectors, int kKept>
 __attribute__((always_inline)) inline void SortIn(const uint32_t* keys, int n, uint32_t* out) {
   const int filled = PaddedCount(n) / kLanes;
   Vec<kLanes> x[kVectors];
@@ -150,32 +181,46 @@ __attribute__((always_inline)) inline void SortIn(const uint32_t* keys, int n, u
       x[r] = Vec<kLanes>{};
     }
   }
-  Sort<kLanes, kVectors>(x);
+  SortTop<kLanes, kVectors, kKept>(x);
 #pragma GCC unroll 32
-  for (int r = 0; r < kVectors; ++r) {
+  for (int r = 0; r < kKept; ++r) {
     if (r < filled) std::memcpy(out + kLanes * r, &x[r], sizeof(Vec<kLanes>));
   }
 }
 
+// The best `need` keys take the fewest whole vectors that hold them, rounded up to a power of two.
+template <int kLanes, int kVectors, int kKept = kVectors>
+__attribute__((always_inline)) inline void SortKept(const uint32_t* keys, int n, int need,
+                                                    uint32_t* out) {
+  if constexpr (kKept > 1) {
+    if (need <= kLanes * kKept / 2) {
+      return SortKept<kLanes, kVectors, kKept / 2>(keys, n, need, out);
+    }
+  }
+  SortIn<kLanes, kVectors, kKept>(keys, n, out);
+}
+
 template <int kLanes>
-__attribute__((always_inline)) inline void SortAt(const uint32_t* keys, int n, uint32_t* out) {
+__attribute__((always_inline)) inline void SortAt(const uint32_t* keys, int n, int need,
+                                                  uint32_t* out) {
   constexpr int kMost = kMaxNetworkSort / kLanes;
   static_assert(kMost >= 4);
-  if (n <= 16) return SortIn<kLanes, 16 / kLanes>(keys, n, out);
-  if (n <= 32) return SortIn<kLanes, 32 / kLanes>(keys, n, out);
-  if (n <= 64) return SortIn<kLanes, 64 / kLanes>(keys, n, out);
-  if (n <= 128) return SortIn<kLanes, 128 / kLanes>(keys, n, out);
-  return SortIn<kLanes, kMost>(keys, n, out);
+  if (n <= 16) return SortKept<kLanes, 16 / kLanes>(keys, n, need, out);
+  if (n <= 32) return SortKept<kLanes, 32 / kLanes>(keys, n, need, out);
+  if (n <= 64) return SortKept<kLanes, 64 / kLanes>(keys, n, need, out);
+  if (n <= 128) return SortKept<kLanes, 128 / kLanes>(keys, n, need, out);
+  return SortKept<kLanes, kMost>(keys, n, need, out);
 }
 
 #if PK_X86_DISPATCH
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void SortAvx512(const uint32_t* keys, int n,
-                                                                     uint32_t* out) {
-  SortAt<16>(keys, n, out);
+                                                                     int need, uint32_t* out) {
+  SortAt<16>(keys, n, need, out);
 }
 
-__attribute__((target("avx2"))) void SortAvx2(const uint32_t* keys, int n, uint32_t* out) {
-  SortAt<8>(keys, n, out);
+__attribute__((target("avx2"))) void SortAvx2(const uint32_t* keys, int n, int need,
+                                               uint32_t* out) {
+  SortAt<8>(keys, n, need, out);
 }
 #endif
 
@@ -194,18 +239,18 @@ int HostLanes() {
 
 }  // namespace
 
-bool SortDescendingAtWidth(int lanes, const uint32_t* keys, int n, uint32_t* out) {
+bool SortTopDescendingAtWidth(int lanes, const uint32_t* keys, int n, int need, uint32_t* out) {
   switch (lanes) {
     case 4:
-      SortAt<4>(keys, n, out);
+      SortAt<4>(keys, n, need, out);
       return true;
     case 8:
 #if PK_X86_DISPATCH
       if (!HostHasAvx2()) return false;
-      SortAvx2(keys, n, out);
+      SortAvx2(keys, n, need, out);
       return true;
 #elif defined(__AVX2__)
-      SortAt<8>(keys, n, out);
+      SortAt<8>(keys, n, need, out);
       return true;
 #else
       return false;
@@ -213,10 +258,10 @@ bool SortDescendingAtWidth(int lanes, const uint32_t* keys, int n, uint32_t* out
     case 16:
 #if PK_X86_DISPATCH
       if (!HostHasAvx512()) return false;
-      SortAvx512(keys, n, out);
+      SortAvx512(keys, n, need, out);
       return true;
 #elif defined(__AVX512F__)
-      SortAt<16>(keys, n, out);
+      SortAt<16>(keys, n, need, out);
       return true;
 #else
       return false;
@@ -226,9 +271,9 @@ bool SortDescendingAtWidth(int lanes, const uint32_t* keys, int n, uint32_t* out
   }
 }
 
-void SortDescending(const uint32_t* keys, int n, uint32_t* out) {
+void SortTopDescending(const uint32_t* keys, int n, int need, uint32_t* out) {
   static const int lanes = HostLanes();
-  SortDescendingAtWidth(lanes, keys, n, out);
+  SortTopDescendingAtWidth(lanes, keys, n, need, out);
 }
 
 }  // namespace pk::cpu

@@ -23,15 +23,21 @@ inline void PadWithZeros(uint32_t* keys, int count) {
   for (int e = count; e < PaddedCount(count); ++e) keys[e] = 0;
 }
 
-// The largest count SortDescending takes.
+// The largest count SortTopDescending takes.
 inline constexpr int kMaxNetworkSort = 256;
 
-// out[0..n) = keys[0..n) in descending order. Pre: 1 <= n <= kMaxNetworkSort; keys zero-padded
-// to PaddedCount(n); out: room for PaddedCount(n) keys (zeros land past the n sorted ones).
-void SortDescending(const uint32_t* keys, int n, uint32_t* out);
+// out[0..need) = the `need` largest of keys[0..n), in descending order. Pre: 1 <= need <= n <=
+// kMaxNetworkSort; keys zero-padded to PaddedCount(n); out: room for PaddedCount(n) keys, of
+// which those past `need` are left unspecified (some written, some not).
+void SortTopDescending(const uint32_t* keys, int n, int need, uint32_t* out);
 
-// SortDescending at a vector width of its own choosing (4, 8 or 16 lanes), for tests of every
+// out[0..n) = keys[0..n) in descending order; as SortTopDescending.
+inline void SortDescending(const uint32_t* keys, int n, uint32_t* out) {
+  SortTopDescending(keys, n, n, out);
+}
+
+// SortTopDescending at a vector width of its own choosing (4, 8 or 16 lanes), for tests of every
 // width a host can run; false, writing nothing, where this host or build cannot.
-bool SortDescendingAtWidth(int lanes, const uint32_t* keys, int n, uint32_t* out);
+bool SortTopDescendingAtWidth(int lanes, const uint32_t* keys, int n, int need, uint32_t* out);
 
 }  // namespace pk::cpu

@@ -261,7 +261,7 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
       // Few survivors (the usual case behind the tight bound): ordering all of them costs less
       // than selecting the best first and ordering those.
       PadWithZeros(candidates, static_cast<int>(count));
-      SortDescending(candidates, static_cast<int>(count), b.narrow_ordered.data());
+      SortTopDescending(candidates, static_cast<int>(count), kept, b.narrow_ordered.data());
     } else {
       const uint32_t upper = MaxOf(candidates, count);
       SelectBest(candidates, static_cast<int>(count), kept, 16, lower >> 16, upper >> 16,
@@ -360,7 +360,7 @@ inline bool SelectStage(const StagePlan& stage, const RankedList& running,
       }
       PadWithZeros(ranked, passing);
       uint32_t* sorted = b.scratch_keys.data();
-      SortDescending(ranked, passing, sorted);
+      SortTopDescending(ranked, passing, stage.kept, sorted);
       const uint32_t index_mask = (uint32_t{1} << stage.index_bits) - 1;
       for (int r = 0; r < stage.kept; ++r) b.chosen[r] = sorted[r] & index_mask;
       return true;

@@ -266,36 +266,41 @@ TEST(ScanKernels, Bf16ScansFromTheRowMatchTheKeyScans) {
 
 // The sorting network against std::sort for every size it takes, at every vector width this host
 // runs (the one it picks and the others), on keys drawn from ranges wide and narrow (many equal
-// keys), with zeros among them, and its output padding.
+// keys), with zeros among them: the whole order, and the best `need` keys for needs that trim
+// none, one and several of the network's merges.
 TEST(SortNetwork, SortsEverySizeDescendingAtEveryWidth) {
   std::mt19937_64 engine(5);
   int widths_run = 0;
-  for (const int lanes : {0, 4, 8, 16}) {  // 0: SortDescending's own choice
-    const auto sort = [lanes](const uint32_t* keys, int n, uint32_t* out) {
+  for (const int lanes : {0, 4, 8, 16}) {  // 0: SortTopDescending's own choice
+    const auto sort = [lanes](const uint32_t* keys, int n, int need, uint32_t* out) {
       if (lanes == 0) {
-        cpu::SortDescending(keys, n, out);
+        cpu::SortTopDescending(keys, n, need, out);
         return true;
       }
-      return cpu::SortDescendingAtWidth(lanes, keys, n, out);
+      return cpu::SortTopDescendingAtWidth(lanes, keys, n, need, out);
     };
     uint32_t probe[16] = {1};
     uint32_t probe_out[16];
-    if (!sort(probe, 1, probe_out)) continue;  // this host cannot run that width
+    if (!sort(probe, 1, 1, probe_out)) continue;  // this host cannot run that width
     ++widths_run;
-    for (int n = 1; n <= static_cast<int>(kMaxK); ++n) {
+    for (int n = 1; n <= cpu::kMaxNetworkSort; ++n) {
       for (const uint32_t range : {0xffffffffu, 7u, 1u}) {
         std::vector<uint32_t> keys(cpu::PaddedCount(n), 0xdeadbeefu);
         for (int e = 0; e < n; ++e) {
           keys[e] = static_cast<uint32_t>(engine() % (uint64_t{range} + 1));
         }
         cpu::PadWithZeros(keys.data(), n);
-        std::vector<uint32_t> out(cpu::PaddedCount(n), 0xdeadbeefu);
-        ASSERT_TRUE(sort(keys.data(), n, out.data()));
         std::vector<uint32_t> expected(keys.begin(), keys.begin() + n);
         std::sort(expected.begin(), expected.end(), std::greater<>());
-        ASSERT_EQ(std::vector<uint32_t>(out.begin(), out.begin() + n), expected)
-            << "lanes=" << lanes << " n=" << n << " range=" << range;
-        for (int e = n; e < cpu::PaddedCount(n); ++e) ASSERT_EQ(out[e], 0u) << "n=" << n;
+        const int random_need = 1 + static_cast<int>(engine() % static_cast<uint64_t>(n));
+        for (const int need : {n, 1, n / 2, n / 4 + 1, n / 8 + 3, random_need}) {
+          if (need < 1 || need > n) continue;
+          std::vector<uint32_t> out(cpu::PaddedCount(n), 0xdeadbeefu);
+          ASSERT_TRUE(sort(keys.data(), n, need, out.data()));
+          ASSERT_EQ(std::vector<uint32_t>(out.begin(), out.begin() + need),
+                    std::vector<uint32_t>(expected.begin(), expected.begin() + need))
+              << "lanes=" << lanes << " n=" << n << " need=" << need << " range=" << range;
+        }
       }
     }
   }
