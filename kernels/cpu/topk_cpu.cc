@@ -206,18 +206,27 @@ inline uint32_t MaxOf(const uint32_t* keys, uint32_t count) {
 
 // A lower bound that at least `kept` of a factor's `width` keys reach (kept < width), from the
 // maxima of strided groups, any n of which are n distinct keys. With eight or more keys in each of
-// about 2 kept groups it is the kept-th largest maximum cut to its top 16 bits (bfloat16: its
-// value), which on unstructured data only about 1.2 kept keys reach; else the least maximum of
-// `kept` groups (at least 16, so that the maxima vectorize). maxima_of(groups, maxima) writes
-// the strided group maxima, or lower bounds of them that are themselves keys' values.
+// about 2 kept groups it is the kept-th largest maximum, which on unstructured data only about
+// 1.2 kept keys reach. Up to 128 maxima the sorting network finds it (keeping only the best
+// `kept`); past that, where the network costs as much as the search, a search on their top 16
+// bits (bfloat16: their value). Else the least maximum of `kept` groups (at least 16, so that the
+// maxima vectorize). maxima_of(groups, maxima) writes the strided group maxima, or lower bounds
+// of them that are themselves keys' values. maxima, scores: room for kMaxGroups entries; sorted:
+// for 128.
+constexpr uint32_t kNetworkBoundGroups = 128;
 template <typename MaximaOf>
 inline uint32_t FactorBound(uint32_t width, int kept, uint32_t* maxima, uint16_t* scores,
-                            MaximaOf maxima_of) {
+                            uint32_t* sorted, MaximaOf maxima_of) {
   const auto wide_groups = static_cast<uint32_t>(PaddedCount(2 * kept));
   const bool tight = width >= 8 * wide_groups;
   const uint32_t groups =
       tight ? wide_groups : std::min(width, std::max(static_cast<uint32_t>(kept), 16u));
   maxima_of(groups, maxima);
+  if (tight && groups <= kNetworkBoundGroups) {
+    PadWithZeros(maxima, static_cast<int>(groups));
+    SortTopDescending(maxima, static_cast<int>(groups), kept, sorted);
+    return sorted[kept - 1];
+  }
   uint32_t least = maxima[0];
   uint32_t most = maxima[0];
   for (uint32_t g = 1; g < groups; ++g) {
@@ -249,7 +258,7 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
     uint32_t lower = 0;
     if (filter) {
       lower = FactorBound(width, kept, b.group_maxima.data(), b.group_scores.data(),
-                          [&](uint32_t groups, uint32_t* maxima) {
+                          b.scratch_keys.data(), [&](uint32_t groups, uint32_t* maxima) {
                             Bf16StridedGroupMaxima(x, width, groups, maxima);
                           });
       count = CompressBf16KeysAtLeast(x, width, lower, b.survivors.data());
@@ -286,7 +295,7 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
     uint32_t lower = 0;
     if (filter) {
       lower = FactorBound(width, kept, b.group_maxima.data(), b.group_scores.data(),
-                          [&](uint32_t groups, uint32_t* maxima) {
+                          b.scratch_keys.data(), [&](uint32_t groups, uint32_t* maxima) {
                             StridedGroupMaxima(keys, width, groups, maxima);
                           });
       count = CompressIndicesAtLeast(keys, width, lower, columns);
