@@ -105,6 +105,67 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) uint32_t CompressBf16KeysAv
   }
   return written;
 }
+
+// table[index[l]] for 16 lanes, from a table held in kVectors registers (32 to 256 floats): each
+// pair of registers answers the low five bits of an index (one two-source permute), then the
+// higher bits pick among the pairs' answers.
+template <int kVectors>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512 LookUp(
+    const __m512* table, __m512i index) {
+  __m512 found[kVectors / 2];
+  for (int p = 0; p < kVectors / 2; ++p) {
+    found[p] = _mm512_permutex2var_ps(table[2 * p], index, table[2 * p + 1]);
+  }
+  for (int bit = 5, span = 1; span < kVectors / 2; ++bit, span *= 2) {
+    const __mmask16 upper = _mm512_test_epi32_mask(index, _mm512_set1_epi32(1 << bit));
+    for (int p = 0; p + span < kVectors / 2; p += 2 * span) {
+      found[p] = _mm512_mask_blend_ps(upper, found[p], found[p + span]);
+    }
+  }
+  return found[0];
+}
+
+// ScorePairsAtLeast on AVX-512: both tables in registers, the values found by permutes (no
+// gathers, which cost more than the scalar loads here), added and keyed in vector lanes
+// (OrderedKey lane by lane), then the passing positions and keys compressed as above.
+template <int kVectors>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) uint32_t ScorePairsAvx512(
+    const float* a, const uint32_t* ia, const float* b, const uint32_t* ib, uint32_t count,
+    uint32_t threshold, uint32_t* keys, uint32_t* positions, uint32_t* passing_keys) {
+  __m512 table_a[kVectors];
+  __m512 table_b[kVectors];
+  for (int v = 0; v < kVectors; ++v) {
+    table_a[v] = _mm512_loadu_ps(a + 16 * v);
+    table_b[v] = _mm512_loadu_ps(b + 16 * v);
+  }
+  const __m512i limit = _mm512_set1_epi32(static_cast<int>(threshold));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  const __m512i infinity = _mm512_set1_epi32(0x7f800000);
+  const __m512i negative_infinity = _mm512_set1_epi32(static_cast<int>(0xff800000u));
+  const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  const __m512i all_ones = _mm512_set1_epi32(-1);
+  uint32_t written = 0;
+  for (uint32_t e = 0; e < count; e += 16) {
+    const __mmask16 in_range =
+        count - e >= 16 ? static_cast<__mmask16>(0xffff)
+                        : static_cast<__mmask16>((1u << (count - e)) - 1);
+    const __m512 value_a = LookUp<kVectors>(table_a, _mm512_maskz_loadu_epi32(in_range, ia + e));
+    const __m512 value_b = LookUp<kVectors>(table_b, _mm512_maskz_loadu_epi32(in_range, ib + e));
+    __m512i bits = _mm512_castps_si512(_mm512_add_ps(value_a, value_b));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, magnitude), infinity);
+    bits = _mm512_mask_mov_epi32(bits, nan, negative_infinity);
+    const __mmask16 negative = _mm512_test_epi32_mask(bits, sign);
+    const __m512i key = _mm512_mask_xor_epi32(_mm512_or_si512(bits, sign), negative, bits, all_ones);
+    _mm512_mask_storeu_epi32(keys + e, in_range, key);
+    const __mmask16 pass = _mm512_mask_cmpge_epu32_mask(in_range, key, limit);
+    const __m512i position = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(e)));
+    _mm512_storeu_si512(positions + written, _mm512_maskz_compress_epi32(pass, position));
+    _mm512_storeu_si512(passing_keys + written, _mm512_maskz_compress_epi32(pass, key));
+    written += static_cast<uint32_t>(__builtin_popcount(pass));
+  }
+  return written;
+}
 #endif
 
 inline uint32_t Bf16Key(const std::byte* x, uint32_t c) {
@@ -205,6 +266,24 @@ uint32_t CompressIndicesAtLeast(const uint32_t* keys, uint32_t count, uint32_t t
   if (HostHasAvx512()) return CompressAvx512<true>(keys, count, threshold, out);
 #endif
   return CompressGeneric<true>(keys, count, threshold, out);
+}
+
+uint32_t ScorePairsAtLeast(const float* a, const uint32_t* ia, const float* b, const uint32_t* ib,
+                           uint32_t entries, uint32_t count, uint32_t threshold, uint32_t* keys,
+                           uint32_t* positions, uint32_t* passing_keys) {
+#if PK_X86_DISPATCH
+  if (HostHasAvx512()) {
+    const auto score = entries <= 32    ? ScorePairsAvx512<2>
+                       : entries <= 64  ? ScorePairsAvx512<4>
+                       : entries <= 128 ? ScorePairsAvx512<8>
+                                        : ScorePairsAvx512<16>;
+    return score(a, ia, b, ib, count, threshold, keys, positions, passing_keys);
+  }
+#endif
+  for (uint32_t e = 0; e < count; ++e) keys[e] = OrderedKey(a[ia[e]] + b[ib[e]]);
+  const uint32_t passing = CompressIndicesAtLeast(keys, count, threshold, positions);
+  for (uint32_t s = 0; s < passing; ++s) passing_keys[s] = keys[positions[s]];
+  return passing;
 }
 
 const char* ScanPathName() {

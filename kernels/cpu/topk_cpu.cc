@@ -324,14 +324,6 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
 inline bool SelectStage(const StagePlan& stage, const RankedList& running,
                         const RankedList& factor, WorkspaceBuffers& b) {
   const int count = static_cast<int>(stage.pair_i.size());
-  uint32_t* keys = b.candidate_keys.data();
-  const uint32_t* pair_i = stage.pair_i.data();
-  const uint32_t* pair_j = stage.pair_j.data();
-  const float* running_values = running.value.data();
-  const float* factor_values = factor.value.data();
-  for (int e = 0; e < count; ++e) {
-    keys[e] = OrderedKey(running_values[pair_i[e]] + factor_values[pair_j[e]]);
-  }
   uint32_t lower = 0;
   for (const auto& [i, j] : stage.corners) {
     lower = std::max(lower, OrderedKey(running.value[i] + factor.value[j]));
@@ -343,13 +335,15 @@ inline bool SelectStage(const StagePlan& stage, const RankedList& running,
     }
     lower = std::max(lower, worst);
   }
-  const uint32_t upper = keys[0];  // the pair (0, 0) scores at least as high as any other
+  // The pair (0, 0) scores at least as high as any other.
+  const uint32_t upper = OrderedKey(running.value[0] + factor.value[0]);
   // Only candidates at or above the bound can be chosen; they keep their order (the tie order).
   uint32_t* positions = b.stage_positions.data();
   uint32_t* passing_keys = b.stage_keys.data();
-  const int passing = static_cast<int>(
-      CompressIndicesAtLeast(keys, static_cast<uint32_t>(count), lower, positions));
-  for (int s = 0; s < passing; ++s) passing_keys[s] = keys[positions[s]];
+  const int passing = static_cast<int>(ScorePairsAtLeast(
+      running.value.data(), stage.pair_i.data(), factor.value.data(), stage.pair_j.data(),
+      static_cast<uint32_t>(std::max(stage.previous, stage.factor)), static_cast<uint32_t>(count),
+      lower, b.candidate_keys.data(), positions, passing_keys));
   if (passing <= kMaxNetworkSort) {
     // One sort of distinct 32-bit keys (distance above the bound, candidate index) orders the
     // survivors by (score, tie order) when the distances, stripped of the trailing zero bits they
