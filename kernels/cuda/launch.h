@@ -31,7 +31,7 @@ struct KernelPaths {
                                           // precedence over high_occupancy)
   Choice paired_factors = Choice::kAuto;  // two bfloat16 factors of width <= 256 ranked together
                                           // by one warp, in a kernel of its own (warp-per-row
-                                          // launches; by default where k > 32)
+                                          // launches; by default where k <= 128)
 };
 
 class TopKLauncher {

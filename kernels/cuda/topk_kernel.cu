@@ -5,7 +5,10 @@
 // (warp f ranks factor f, then warp 0 pairs and writes), for latency, from a kernel instance of
 // its own in which a spare warp builds the pair table while the others load the row. Factors: when
 // every width is at most 64, one segmented register sort ranks all of them at once (factor f's
-// columns are segment f of the warp's keys).
+// columns are segment f of the warp's keys). Two bfloat16 factors of width at most 256 (a warp per
+// row): a kernel instance of its own holds both factors in registers, a block of each a lane, and
+// runs SelectFactor's two sorts (group maxima, survivors) for both factors at once, as the two
+// segments of one register sort.
 // Otherwise the warp streams each factor through a shared staging buffer in chunks of 1 024
 // elements (16-byte loads, any element alignment). On the first chunk it takes the maximum of each
 // small group of elements (2 to 8 elements of one 16-byte block, about 2 kf groups) and the kf-th
@@ -1446,7 +1449,9 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
     p.small_segment_bits = BitLength(static_cast<uint32_t>(segment - 1));
     p.small_per_lane = per_lane;
   }
-  p.paired_factors = Use(paths.paired_factors, k > 32) && problem.factors == 2 &&
+  // Measured on the H200 (pk-bench-cuda --extra): 256x256 k=32 +39 % (against the high-occupancy
+  // kernel), k=64 +19 %, k=128 +4 %, but k=256 -1.5 % (no threshold: 2 kf exceeds the width).
+  p.paired_factors = Use(paths.paired_factors, k <= 128) && problem.factors == 2 &&
                              problem.dtype == DType::kBFloat16 && widest <= 256 &&
                              p.small_segment == 0
                          ? 1
@@ -1587,9 +1592,8 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   // warps load the row: -0.6 to -0.8 us for 1-256 rows on the H200). Otherwise more resident warps where the
   // lists are short (k <= 32: 1024x1024 bf16 +8.5 %, 16^4 f32 +14.6 % on the H200; the larger k
   // measured lost up to 23 %, or gained nothing).
-  // Two bfloat16 factors of width <= 256, a warp per row: the paired kernel (256x256 k=64
-  // +19 % on the H200; before the high-occupancy kernel, which the paired path was not measured
-  // against at k <= 32, hence off there by default: MakeParams).
+  // Two bfloat16 factors of width <= 256, a warp per row: the paired kernel, before the
+  // high-occupancy one (256x256 k=32: 236.5 M rows/s against 170.5 on the H200).
   const KernelVariant variant = Use(paths.latency_kernel, block_per_row)     ? kLatencyKernel
                                 : p.paired_factors && !block_per_row         ? kPairedKernel
                                 : Use(paths.high_occupancy, problem.k <= 32) ? kHighOccupancyKernel
