@@ -29,6 +29,9 @@ struct KernelPaths {
   Choice latency_kernel = Choice::kAuto;  // the block-per-row kernel, with a spare warp for the
                                           // pair table (with block_per_row by default; takes
                                           // precedence over high_occupancy)
+  Choice paired_factors = Choice::kAuto;  // two bfloat16 factors of width <= 256 ranked together
+                                          // by one warp, in a kernel of its own (warp-per-row
+                                          // launches; by default where k <= 128)
 };
 
 class TopKLauncher {
@@ -57,7 +60,7 @@ class TopKLauncher {
   size_t shared_per_multiprocessor_ = 0;  // bytes usable by blocks on one multiprocessor
   size_t shared_per_block_ = 0;           // opt-in maximum for one block
   int registers_per_multiprocessor_ = 0;
-  int kernel_registers_[2][3] = {};       // per thread, by DType and kernel variant
+  int kernel_registers_[2][4] = {};       // per thread, by DType and kernel variant
 };
 
 #if defined(PK_PHASE_TIMING)

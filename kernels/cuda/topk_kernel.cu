@@ -5,7 +5,10 @@
 // (warp f ranks factor f, then warp 0 pairs and writes), for latency, from a kernel instance of
 // its own in which a spare warp builds the pair table while the others load the row. Factors: when
 // every width is at most 64, one segmented register sort ranks all of them at once (factor f's
-// columns are segment f of the warp's keys).
+// columns are segment f of the warp's keys). Two bfloat16 factors of width at most 256 (a warp per
+// row): a kernel instance of its own holds both factors in registers, a block of each a lane, and
+// runs SelectFactor's two sorts (group maxima, survivors) for both factors at once, as the two
+// segments of one register sort.
 // Otherwise the warp streams each factor through a shared staging buffer in chunks of 1 024
 // elements (16-byte loads, any element alignment). On the first chunk it takes the maximum of each
 // small group of elements (2 to 8 elements of one 16-byte block, about 2 kf groups) and the kf-th
@@ -216,6 +219,8 @@ struct KernelParams {
   int buffer_capacity;     // factor survivor keys
   int candidate_capacity;  // stage survivors kept in shared memory (kStageCapacity)
   int table_warp;          // the latency kernel's pair-table builder (block-per-row: a spare warp)
+  int paired_factors;      // two bfloat16 factors of width <= 256 ranked together, a warp per
+                           // row (RankPairedFactors)
 };
 
 // A warp's slice of shared memory, typed.
@@ -620,6 +625,152 @@ __device__ __forceinline__ void RankSmallFactorsOf(const KernelParams& p, const 
   }
 }
 
+// The smallest power of two at least x (device side). Pre: 1 <= x <= 2^30.
+__device__ __forceinline__ int PowerOfTwoAtLeastOnDevice(int x) { return 1 << (32 - __clz(x - 1)); }
+
+// Writes the ordered keys of the maxima of `groups` (1, 2 or 4) equal groups of a bfloat16
+// block's 8 elements to out[0 .. groups) (16-byte aligned when groups == 4). A group of NaNs gets
+// the key of -inf.
+__device__ __forceinline__ void BlockGroupMaxima(const uint32_t (&block)[4], int groups,
+                                                 uint32_t* out) {
+  float pair[4];
+#pragma unroll
+  for (int w = 0; w < 4; ++w) pair[w] = fmaxf(Bf16Type::Element(block, 2 * w), Bf16Type::Element(block, 2 * w + 1));
+  if (groups == 4) {
+    *AsVectors(out) = make_uint4(OrderedKey(pair[0]), OrderedKey(pair[1]), OrderedKey(pair[2]),
+                                 OrderedKey(pair[3]));
+  } else if (groups == 2) {
+    out[0] = OrderedKey(fmaxf(pair[0], pair[1]));
+    out[1] = OrderedKey(fmaxf(pair[2], pair[3]));
+  } else {
+    out[0] = OrderedKey(fmaxf(fmaxf(pair[0], pair[1]), fmaxf(pair[2], pair[3])));
+  }
+}
+
+// Ranks both factors of a two-factor bfloat16 row whose widths are at most 256 (p.paired_factors)
+// in one pass: lane l holds block l of each factor (8 elements) in registers, and the two factors'
+// group maxima, then their survivors, are sorted as the two segments of one register sort
+// (SortTwoSegments), so that the two selections share every exchange step, and a sort of 2 x 128
+// keys takes 10 exchange steps where two sorts of 128 take 30. Thresholds and survivors are
+// SelectFactor's (groups of 2-8 elements, about 2 kf of them; the kf-th largest maximum), so the
+// lists are the same. buffer: the factor phase's survivor buffer (768 keys used). Returns false,
+// having written nothing, when a factor spans more than 32 blocks (a misaligned width above 248):
+// SelectFactor ranks that row.
+__device__ __noinline__ bool RankPairedFactors(const KernelParams& p, float* list_value,
+                                               uint32_t* list_column, uint32_t* buffer,
+                                               const uint8_t* scores) {
+  using T = Bf16Type;
+  const int lane = LaneId();
+  int begin[2];
+  int end[2];
+  int blocks[2];
+  const uint8_t* window[2];
+#pragma unroll
+  for (int f = 0; f < 2; ++f) {
+    const uintptr_t address = reinterpret_cast<uintptr_t>(scores) + uintptr_t{p.offset[f]} * 2u;
+    begin[f] = static_cast<int>(address & 15u);
+    end[f] = begin[f] + static_cast<int>(p.width[f]) * 2;
+    blocks[f] = (end[f] + 15) / 16;
+    window[f] = reinterpret_cast<const uint8_t*>(address - static_cast<uintptr_t>(begin[f]));
+  }
+  if (blocks[0] > 32 || blocks[1] > 32) return false;
+  uint32_t data[2][4];
+#pragma unroll
+  for (int f = 0; f < 2; ++f) {
+    if (lane < blocks[f]) {
+      LoadBlock<T>(window[f], lane, begin[f], end[f], data[f]);
+    } else {
+#pragma unroll
+      for (int w = 0; w < 4; ++w) data[f][w] = T::kInvalidWord;
+    }
+  }
+  // Factor f's threshold from its group maxima, where SelectFactor would take one (groups[f] > 0).
+  int groups[2];
+  int per_block[2];
+#pragma unroll
+  for (int f = 0; f < 2; ++f) {
+    const int kf = p.list_size[f];
+    per_block[f] = 1;
+    while (per_block[f] < T::kMaxGroupsPerBlock && blocks[f] * per_block[f] < 2 * kf) per_block[f] *= 2;
+    const int count = blocks[f] * per_block[f];
+    groups[f] = static_cast<int>(p.width[f]) > 2 * kf && count >= kf ? count : 0;
+  }
+  float threshold[2] = {-INFINITY, -INFINITY};
+  if (groups[0] + groups[1] > 0) {
+    const int segment = max(16, PowerOfTwoAtLeastOnDevice(max(groups[0], groups[1])));
+    uint32_t* maxima = buffer + 512;
+#pragma unroll
+    for (int f = 0; f < 2; ++f) {
+      if (groups[f] > 0 && lane < blocks[f]) {
+        BlockGroupMaxima(data[f], per_block[f], maxima + f * segment + lane * per_block[f]);
+      }
+    }
+    __syncwarp();
+    SortTwoSegmentsUpTo256(maxima, segment, groups[0], groups[1]);
+#pragma unroll
+    for (int f = 0; f < 2; ++f) {
+      if (groups[f] > 0) {
+        const uint32_t kth = maxima[f * segment + p.list_size[f] - 1];
+        if (kth > OrderedKey(-INFINITY)) threshold[f] = KeyToFloat(kth);
+      }
+    }
+  }
+  // Survivors: every element at or above the threshold, else every valid element.
+  uint32_t mask[2];
+#pragma unroll
+  for (int f = 0; f < 2; ++f) {
+    mask[f] = 0;
+    if (threshold[f] > -INFINITY) {
+#pragma unroll
+      for (int h = 0; h < 8; ++h) {
+        if (T::Element(data[f], h) >= threshold[f]) mask[f] |= 1u << h;
+      }
+    } else {
+      mask[f] = ValidBits<T>(lane, begin[f], end[f]);
+    }
+  }
+  // Both factors' places by one scan: factor 0's counts in the low 16 bits, factor 1's above.
+  const int packed = __popc(mask[0]) | (__popc(mask[1]) << 16);
+  const int inclusive = WarpInclusiveSum(packed);
+  const int total = __shfl_sync(kFullMask, inclusive, 31);
+  const int count[2] = {total & 0xffff, total >> 16};
+  const int widest = max(count[0], count[1]);
+  const bool together = widest <= 128;
+  const int segment = together ? max(16, PowerOfTwoAtLeastOnDevice(widest)) : 256;
+#pragma unroll
+  for (int f = 0; f < 2; ++f) {
+    uint32_t* region = buffer + f * segment;
+    int position = ((inclusive - packed) >> (16 * f)) & 0xffff;
+#pragma unroll
+    for (int h = 0; h < 8; ++h) {
+      if (mask[f] & (1u << h)) {
+        const uint32_t bits = (data[f][h >> 1] >> (16 * (h & 1))) & 0xffffu;
+        const uint32_t column = static_cast<uint32_t>((lane * 16 + 2 * h - begin[f]) / 2);
+        region[position++] = (uint32_t{OrderedKeyBf16(static_cast<uint16_t>(bits))} << 16) | column;
+      }
+    }
+  }
+  __syncwarp();
+  if (together) {
+    SortTwoSegmentsUpTo256(buffer, segment, count[0], count[1]);
+  } else {
+    SortUpTo512(buffer, count[0], p.list_size[0]);
+    SortUpTo512(buffer + 256, count[1], p.list_size[1]);
+  }
+  const int cap = p.list_capacity;
+#pragma unroll
+  for (int f = 0; f < 2; ++f) {
+    const uint32_t* region = buffer + f * segment;
+    for (int r = lane; r < p.list_size[f]; r += 32) {
+      const uint32_t key = region[r];
+      list_value[f * cap + r] = T::KeyValue(key);
+      list_column[f * cap + r] = T::KeyColumn(key);
+    }
+  }
+  __syncwarp();
+  return true;
+}
+
 // A stage candidate's pair code i << 8 | j (i, j < 256).
 __device__ __forceinline__ int CodeRow(uint32_t code) { return static_cast<int>(code >> 8); }
 __device__ __forceinline__ int CodeColumn(uint32_t code) { return static_cast<int>(code & 255u); }
@@ -975,6 +1126,20 @@ __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const ui
   __syncwarp();
 }
 
+// RankPairedFactors where the launch takes that path (bfloat16 only; a warp per row). Returns
+// whether it ranked the row.
+template <class T>
+__device__ __forceinline__ bool RankPairedFactorsOf(const KernelParams& p, const WarpMemory<T>& m,
+                                                    const uint8_t* scores, bool block_per_row) {
+  if constexpr (T::kElementBytes == 2) {
+    if (p.paired_factors && !block_per_row) {
+      return RankPairedFactors(p, m.list_value, m.list_column, m.buffer, scores);
+    }
+  }
+  (void)p, (void)m, (void)scores, (void)block_per_row;
+  return false;
+}
+
 // Ranks factors first, first + step, ... of one row into m's lists.
 template <class T>
 __device__ void RankFactors(const KernelParams& p, const WarpMemory<T>& m, const uint8_t* scores,
@@ -1139,8 +1304,10 @@ __device__ __forceinline__ void EmulatorPoisonScratch(const KernelParams& p, uin
 // has room (F < 4; it has no slice, ranks nothing and only keeps the barriers), else warp 0 ahead
 // of its factor. The other kernels keep v10's prologue, written so that their machine code stays
 // byte for byte v10's: every other form tried moved their register allocation (spills at the
-// 128-register cap) and cost up to 1.3 % of throughput (NOTES.md, v11).
-template <class T, int kMinBlocks, bool kLatency>
+// 128-register cap) and cost up to 1.3 % of throughput (NOTES.md, v11). The paired kernel
+// (kPaired, bfloat16) is the default kernel with RankPairedFactors added, an instance of its own
+// for the same reason: the other kernels' machine code stays v11's.
+template <class T, int kMinBlocks, bool kLatency, bool kPaired = false>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
     TopKKernel(const __grid_constant__ KernelParams p) {
   uint8_t* shared = DynamicShared();
@@ -1175,7 +1342,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
     const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
     if (p.small_segment > 0) {
       if (!block_per_row || warp == 0) RankSmallFactorsOf<T>(p, m, scores);
-    } else {
+    } else if (!kPaired || !RankPairedFactorsOf<T>(p, m, scores, block_per_row)) {
       RankFactors<T>(p, m, scores, first_factor, factor_step);
     }
     clock.Mark(kPhaseFactors);
@@ -1282,6 +1449,13 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
     p.small_segment_bits = BitLength(static_cast<uint32_t>(segment - 1));
     p.small_per_lane = per_lane;
   }
+  // Measured on the H200 (pk-bench-cuda --extra): 256x256 k=32 +39 % (against the high-occupancy
+  // kernel), k=64 +19 %, k=128 +4 %, but k=256 -1.5 % (no threshold: 2 kf exceeds the width).
+  p.paired_factors = Use(paths.paired_factors, k <= 128) && problem.factors == 2 &&
+                             problem.dtype == DType::kBFloat16 && widest <= 256 &&
+                             p.small_segment == 0
+                         ? 1
+                         : 0;
   p.bisect_maxima = paths.bisect_maxima == KernelPaths::Choice::kAuto ? 1
                     : paths.bisect_maxima == KernelPaths::Choice::kOn ? 2
                                                                      : 0;
@@ -1324,10 +1498,20 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
 using KernelFunction = void (*)(KernelParams);
 
 // The kernels of a type: the default register budget, the high-occupancy one (fewer registers,
-// more resident warps), and the latency kernel (default budget; see TopKKernel and Launch).
-enum KernelVariant : int { kDefaultKernel, kHighOccupancyKernel, kLatencyKernel, kKernelVariants };
+// more resident warps), the latency kernel (default budget; see TopKKernel and Launch) and the
+// paired kernel (default budget; bfloat16 only: float32 gets its default kernel).
+enum KernelVariant : int {
+  kDefaultKernel,
+  kHighOccupancyKernel,
+  kLatencyKernel,
+  kPairedKernel,
+  kKernelVariants
+};
 template <class T>
 KernelFunction KernelOf(KernelVariant variant) {
+  if constexpr (T::kElementBytes == 2) {
+    if (variant == kPairedKernel) return &TopKKernel<T, T::kMinBlocks, false, true>;
+  }
   return variant == kHighOccupancyKernel ? &TopKKernel<T, T::kMoreBlocks, false>
          : variant == kLatencyKernel     ? &TopKKernel<T, T::kMinBlocks, true>
                                          : &TopKKernel<T, T::kMinBlocks, false>;
@@ -1408,7 +1592,10 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   // warps load the row: -0.6 to -0.8 us for 1-256 rows on the H200). Otherwise more resident warps where the
   // lists are short (k <= 32: 1024x1024 bf16 +8.5 %, 16^4 f32 +14.6 % on the H200; the larger k
   // measured lost up to 23 %, or gained nothing).
+  // Two bfloat16 factors of width <= 256, a warp per row: the paired kernel, before the
+  // high-occupancy one (256x256 k=32: 236.5 M rows/s against 170.5 on the H200).
   const KernelVariant variant = Use(paths.latency_kernel, block_per_row)     ? kLatencyKernel
+                                : p.paired_factors && !block_per_row         ? kPairedKernel
                                 : Use(paths.high_occupancy, problem.k <= 32) ? kHighOccupancyKernel
                                                                              : kDefaultKernel;
   const bool spare_warp =

@@ -293,6 +293,50 @@ __device__ __forceinline__ void SortUpTo512(Key* keys, int count, int keep) {
   }
 }
 
+// Sorts keys[0 .. 16 E) and keys[16 E .. 32 E) each descending, as the two segments of one
+// register sort; entries at or past count0 in the first and count1 in the second read as 0 (below
+// every real key). Pre: keys 16-byte aligned, warp-private; count0, count1 <= 16 E.
+template <int E, typename Key>
+__device__ __noinline__ void SortTwoSegments(Key* keys, int count0, int count1) {
+  constexpr int kSegment = 16 * E;
+  const int lane = LaneId();
+  Key lane_keys[E];
+  LoadLaneKeys<E>(keys, 32 * E, lane_keys);
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int x = lane * E + e;
+    const int limit = x < kSegment ? count0 : count1 + kSegment;
+    if (x >= limit) lane_keys[e] = Key{0};
+  }
+  __syncwarp();
+  WarpSortSegments<E>(lane_keys, keys, kSegment);
+  constexpr int kPerVector = 16 / sizeof(Key);
+  if constexpr (E % kPerVector == 0) {
+    uint4* vectors = AsVectors(keys + lane * E);
+#pragma unroll
+    for (int v = 0; v < E / kPerVector; ++v) vectors[v] = ToVector(lane_keys + v * kPerVector);
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; ++e) keys[lane * E + e] = lane_keys[e];
+  }
+  __syncwarp();
+}
+
+// SortTwoSegments with segments of `segment` keys. Pre: segment a power of two, 16 <= segment <=
+// 128; keys as for SortTwoSegments.
+template <typename Key>
+__device__ __forceinline__ void SortTwoSegmentsUpTo256(Key* keys, int segment, int count0, int count1) {
+  if (segment <= 16) {
+    SortTwoSegments<1>(keys, count0, count1);
+  } else if (segment <= 32) {
+    SortTwoSegments<2>(keys, count0, count1);
+  } else if (segment <= 64) {
+    SortTwoSegments<4>(keys, count0, count1);
+  } else {
+    SortTwoSegments<8>(keys, count0, count1);
+  }
+}
+
 // Moves the `want` largest of keys[0..count) to keys[0..want), in no particular order, by a
 // most-significant-byte radix select (the CPU's SelectTop, one warp wide). The slow path for
 // arrays too large to sort in registers.

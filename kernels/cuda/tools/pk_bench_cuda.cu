@@ -1,4 +1,4 @@
-// pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants]
+// pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants] [--extra]
 //
 // Kernel benchmark of the CUDA top-k. For each configuration of issue 4's table: rows/s by CUDA
 // events (median of N timed launches after warm-up), over fresh random normal inputs rotated among
@@ -8,7 +8,9 @@
 // copy-out time, for batches of 1 to 65 536 rows (a short spin kernel ahead of each timed region
 // keeps host enqueueing out of the GPU times). With --variants, each configuration is also timed
 // with each of the kernel's alternative paths (launch.h's KernelPaths) turned off in turn, to
-// choose the defaults by measurement. Prints a table and one JSON line per result.
+// choose the defaults by measurement. --extra times other shapes instead (two factors of width
+// <= 256 at other k and widths; no reference, no latency table). Prints a table and one JSON line
+// per result.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -161,6 +163,7 @@ int main(int argc, char** argv) {
   bool variants = false;
   int repeats = 15;
   int only = -1;  // run only the I-th throughput configuration, and no latency table
+  bool extra = false;  // other shapes than the issue's (no reference), and no latency table
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     if (arg == "--quick") {
@@ -171,8 +174,11 @@ int main(int argc, char** argv) {
       only = std::atoi(argv[++a]);
     } else if (arg == "--variants") {
       variants = true;
+    } else if (arg == "--extra") {
+      extra = true;
     } else {
-      std::fprintf(stderr, "usage: pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants]\n");
+      std::fprintf(stderr,
+                   "usage: pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants] [--extra]\n");
       return 2;
     }
   }
@@ -195,13 +201,20 @@ int main(int argc, char** argv) {
               copy * 1e-9);
   std::printf("{\"bench\":\"d2d_copy\",\"bytes_per_s\":%.4g}\n", copy);
 
-  const std::vector<Config> configs = {
+  const std::vector<Config> issue_configs = {
       {{1024, 1024}, 32, pk::DType::kBFloat16, 113.7},  {{1024, 1024}, 64, pk::DType::kBFloat16, 76.2},
       {{1024, 1024}, 128, pk::DType::kBFloat16, 50.0},  {{1024, 1024}, 256, pk::DType::kBFloat16, 27.6},
       {{1024, 1024}, 64, pk::DType::kFloat32, 31.2},    {{256, 256}, 64, pk::DType::kBFloat16, 285.8},
       {{4096, 4096}, 64, pk::DType::kBFloat16, 23.3},   {{64, 64, 64}, 64, pk::DType::kBFloat16, 94.4},
       {{32, 32, 32, 32}, 64, pk::DType::kBFloat16, 169.2}, {{16, 16, 16, 16}, 32, pk::DType::kFloat32, 355.1},
   };
+  // Shapes beside the issue's that take paths of their own (two factors of width <= 256).
+  const std::vector<Config> extra_configs = {
+      {{256, 256}, 32, pk::DType::kBFloat16, 0},  {{256, 256}, 128, pk::DType::kBFloat16, 0},
+      {{256, 256}, 256, pk::DType::kBFloat16, 0}, {{128, 128}, 64, pk::DType::kBFloat16, 0},
+      {{200, 100}, 64, pk::DType::kBFloat16, 0},
+  };
+  const std::vector<Config>& configs = extra ? extra_configs : issue_configs;
   const size_t batch_bytes = quick ? (size_t{64} << 20) : (size_t{512} << 20);
   const int buffers = quick ? 2 : 3;
   cudaEvent_t start, stop;
@@ -259,7 +272,8 @@ int main(int argc, char** argv) {
           {"bisect_maxima", &pk::cuda::KernelPaths::bisect_maxima},
           {"slot_key32", &pk::cuda::KernelPaths::slot_key32},
           {"occupancy", &pk::cuda::KernelPaths::high_occupancy},
-          {"latency", &pk::cuda::KernelPaths::latency_kernel}};
+          {"latency", &pk::cuda::KernelPaths::latency_kernel},
+          {"paired", &pk::cuda::KernelPaths::paired_factors}};
       for (const auto& [name, member] : parts) {
         for (Choice choice : {Choice::kOff, Choice::kOn}) {
           pk::cuda::KernelPaths paths;
@@ -281,7 +295,7 @@ int main(int argc, char** argv) {
     CUDA_OK(cudaFree(slots));
   }
 
-  if (only >= 0) return 0;
+  if (only >= 0 || extra) return 0;
   // Latency of small batches, 1024x1024 bf16 k=64.
   const uint32_t widths[] = {1024, 1024};
   const pk::Problem problem = pk::ValidateProblem(widths, 64, pk::DType::kBFloat16).value();

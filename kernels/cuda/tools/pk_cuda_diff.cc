@@ -195,6 +195,7 @@ pk::cuda::KernelPaths DrawPaths(bool vary, Random& random) {
   paths.block_per_row = draw();
   paths.high_occupancy = draw();
   paths.latency_kernel = draw();
+  paths.paired_factors = draw();
   return paths;
 }
 
