@@ -156,7 +156,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) uint32_t ScorePairsAvx512(
     const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, magnitude), infinity);
     bits = _mm512_mask_mov_epi32(bits, nan, negative_infinity);
     const __mmask16 negative = _mm512_test_epi32_mask(bits, sign);
-    const __m512i key = _mm512_mask_xor_epi32(_mm512_or_si512(bits, sign), negative, bits, all_ones);
+    const __m512i key =
+        _mm512_mask_xor_epi32(_mm512_or_si512(bits, sign), negative, bits, all_ones);
     _mm512_mask_storeu_epi32(keys + e, in_range, key);
     const __mmask16 pass = _mm512_mask_cmpge_epu32_mask(in_range, key, limit);
     const __m512i position = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(e)));
