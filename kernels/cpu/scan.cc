@@ -192,9 +192,10 @@ PK_VECTOR_CLONES void Bf16ColumnKeys(const std::byte* x, uint32_t count, uint32_
 }
 
 PK_VECTOR_CLONES void Bf16StridedGroupMaxima(const std::byte* x, uint32_t count, uint32_t groups,
-                                             uint32_t* maxima) {
-  // In 16 bits: twice the lanes of a 32-bit key. Indices are size_t and each group row gets its
-  // own pointer, so that the loops vectorize without run-time checks.
+                                             uint16_t* maxima) {
+  // In 16 bits: twice the lanes of a 32-bit key. Indices are size_t, each group row gets its own
+  // pointer, and the maxima build in a local array that nothing else can alias, so that the loops
+  // vectorize without run-time checks.
   uint16_t most[kMaxGroups];
   const auto key = [](const std::byte* element) {
     uint16_t bits;
@@ -210,7 +211,7 @@ PK_VECTOR_CLONES void Bf16StridedGroupMaxima(const std::byte* x, uint32_t count,
   }
   const std::byte* tail = x + 2 * start;
   for (size_t g = 0; start + g < count; ++g) most[g] = std::max(most[g], key(tail + 2 * g));
-  for (size_t g = 0; g < width; ++g) maxima[g] = uint32_t{most[g]} << 16;
+  std::memcpy(maxima, most, width * sizeof most[0]);
 }
 
 uint32_t CompressBf16KeysAtLeast(const std::byte* x, uint32_t count, uint32_t threshold,

@@ -38,10 +38,10 @@ void Float32Keys(const std::byte* x, uint32_t count, uint32_t* keys);
 void StridedGroupMaxima(const uint32_t* keys, uint32_t count, uint32_t groups, uint32_t* maxima);
 
 // The same maxima for the keys Bf16ColumnKeys would make of x[0..count), straight from the
-// bfloat16 patterns: maxima[g] = the largest OrderedKeyBf16 of the strided group, << 16 (a lower
-// bound of the group's keys). Pre: 1 <= groups <= min(count, kMaxGroups).
+// bfloat16 patterns, in 16 bits: maxima[g] = the largest OrderedKeyBf16 of the strided group (the
+// top half of the group's largest key). Pre: 1 <= groups <= min(count, kMaxGroups).
 inline constexpr uint32_t kMaxGroups = 512;
-void Bf16StridedGroupMaxima(const std::byte* x, uint32_t count, uint32_t groups, uint32_t* maxima);
+void Bf16StridedGroupMaxima(const std::byte* x, uint32_t count, uint32_t groups, uint16_t* maxima);
 
 // Writes the keys >= threshold that Bf16ColumnKeys would make of x[0..count) to out (in column
 // order) and returns how many there were, without making the others. out: room for count +

@@ -1,10 +1,10 @@
-// Sorting networks for the CPU top-k's small sorts (up to 256 32-bit keys): a bitonic network over
-// keys held in vectors (GCC vector extensions) as wide as the host's (16 lanes with AVX-512, 8 with
-// AVX2, else 4; picked at run time like the scans, scan.h), so a vector is one register and each
-// compare-exchange step is a permute, a max, a min and a blend; every width gives the same bits.
-// Every comparator puts the larger key at the lower index: a merge starts with a "flip" (element i
-// of a block against its mirror image), after which every half-cleaner has the same direction, so
-// no step needs a per-lane direction.
+// Sorting networks for the CPU top-k's small sorts (up to 256 keys of 32 or 16 bits): a bitonic
+// network over keys held in vectors (GCC vector extensions) as wide as the host's (64 bytes with
+// AVX-512, 32 with AVX2, else 16; picked at run time like the scans, scan.h), so a vector is one
+// register and each compare-exchange step is a permute, a max, a min and a blend; every width
+// gives the same bits. Every comparator puts the larger key at the lower index: a merge starts
+// with a "flip" (element i of a block against its mirror image), after which every half-cleaner
+// has the same direction, so no step needs a per-lane direction.
 //
 // Counting-loop arrays share one padding convention (PaddedCount): whole vectors, zeros past the
 // keys. A zero key sorts last and has score 0, so padding never displaces or counts as a key.
@@ -31,13 +31,21 @@ inline constexpr int kMaxNetworkSort = 256;
 // which those past `need` are left unspecified (some written, some not).
 void SortTopDescending(const uint32_t* keys, int n, int need, uint32_t* out);
 
+// The same for 16-bit keys, twice as many to a vector. Pre: as above, but keys zero-padded to
+// PaddedCount16(n) and out with room for as many.
+inline int PaddedCount16(int count) { return (count + 31) & ~31; }
+void SortTopDescending(const uint16_t* keys, int n, int need, uint16_t* out);
+
 // out[0..n) = keys[0..n) in descending order; as SortTopDescending.
 inline void SortDescending(const uint32_t* keys, int n, uint32_t* out) {
   SortTopDescending(keys, n, n, out);
 }
 
-// SortTopDescending at a vector width of its own choosing (4, 8 or 16 lanes), for tests of every
-// width a host can run; false, writing nothing, where this host or build cannot.
-bool SortTopDescendingAtWidth(int lanes, const uint32_t* keys, int n, int need, uint32_t* out);
+// SortTopDescending at a vector width of its own choosing (16, 32 or 64 bytes), for tests of
+// every width a host can run; false, writing nothing, where this host or build cannot.
+bool SortTopDescendingAtWidth(int vector_bytes, const uint32_t* keys, int n, int need,
+                              uint32_t* out);
+bool SortTopDescendingAtWidth(int vector_bytes, const uint16_t* keys, int n, int need,
+                              uint16_t* out);
 
 }  // namespace pk::cpu

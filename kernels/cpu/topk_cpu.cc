@@ -156,6 +156,7 @@ struct WorkspaceBuffers {
   std::array<uint32_t, kMaxList> final_order{};
   std::array<uint32_t, kMaxGroups> group_maxima{};
   std::array<uint16_t, kMaxGroups> group_scores{};
+  std::array<uint16_t, kMaxGroups> sorted_scores{};
   std::array<uint32_t, kMaxCandidates> stage_positions{};
   std::array<uint32_t, kMaxCandidates> stage_keys{};
   std::array<uint32_t, kMaxCandidates> candidate_keys{};
@@ -207,40 +208,49 @@ inline uint32_t MaxOf(const uint32_t* keys, uint32_t count) {
 // A lower bound that at least `kept` of a factor's `width` keys reach (kept < width), from the
 // maxima of strided groups, any n of which are n distinct keys. With eight or more keys in each of
 // about 2 kept groups it is the kept-th largest maximum, which on unstructured data only about
-// 1.2 kept keys reach. Up to 128 maxima the sorting network finds it (keeping only the best
-// `kept`); past that, where the network costs as much as the search, a search on their top 16
-// bits (bfloat16: their value). Else the least maximum of `kept` groups (at least 16, so that the
-// maxima vectorize). maxima_of(groups, maxima) writes the strided group maxima, or lower bounds
-// of them that are themselves keys' values. maxima, scores: room for kMaxGroups entries; sorted:
-// for 128.
+// 1.2 kept keys reach: up to kNetworkBoundGroups maxima found by the sorting network (keeping
+// only the best `kept`), past that by a search on their top 16 bits. Else the least maximum of
+// `kept` groups (at least 16, so that the maxima vectorize). maxima_of(groups, maxima) writes
+// the strided group maxima, or lower bounds of them that are themselves keys' values: as 32-bit
+// keys (Key = uint32_t), or as the top 16 bits of keys whose lower half is zero (uint16_t,
+// bfloat16 values: twice as many to a vector in the network). maxima, sorted: room for
+// kMaxGroups entries; scores: for kMaxGroups (used with 32-bit maxima only).
 constexpr uint32_t kNetworkBoundGroups = 128;
-template <typename MaximaOf>
-inline uint32_t FactorBound(uint32_t width, int kept, uint32_t* maxima, uint16_t* scores,
-                            uint32_t* sorted, MaximaOf maxima_of) {
+template <typename Key, typename MaximaOf>
+inline uint32_t FactorBound(uint32_t width, int kept, Key* maxima, Key* sorted, uint16_t* scores,
+                            MaximaOf maxima_of) {
+  constexpr int kShift = sizeof(Key) == 2 ? 16 : 0;  // from a maximum to its 32-bit key
   const auto wide_groups = static_cast<uint32_t>(PaddedCount(2 * kept));
   const bool tight = width >= 8 * wide_groups;
   const uint32_t groups =
       tight ? wide_groups : std::min(width, std::max(static_cast<uint32_t>(kept), 16u));
   maxima_of(groups, maxima);
+  // Zeros to whole vectors of 32 (16-bit) lanes: a zero is no key's maximum and sorts last.
+  const int padded = PaddedCount16(static_cast<int>(groups));
+  std::fill(maxima + groups, maxima + padded, Key{0});
   if (tight && groups <= kNetworkBoundGroups) {
-    PadWithZeros(maxima, static_cast<int>(groups));
     SortTopDescending(maxima, static_cast<int>(groups), kept, sorted);
-    return sorted[kept - 1];
+    return uint32_t{sorted[kept - 1]} << kShift;
   }
-  uint32_t least = maxima[0];
-  uint32_t most = maxima[0];
+  Key least = maxima[0];
+  Key most = maxima[0];
   for (uint32_t g = 1; g < groups; ++g) {
     least = std::min(least, maxima[g]);
     most = std::max(most, maxima[g]);
   }
-  if (!tight) return least;
-  // Only the top 16 bits matter: count in 16-bit lanes. The scores are padded with zeros to whole
-  // 32-lane vectors; a zero reaches no score the search asks about (above least >> 16).
-  const int n = (static_cast<int>(groups) + 31) & ~31;
-  for (uint32_t g = 0; g < groups; ++g) scores[g] = static_cast<uint16_t>(maxima[g] >> 16);
-  for (int g = static_cast<int>(groups); g < n; ++g) scores[g] = 0;
-  return uint32_t{ThresholdScore16(scores, n, kept, static_cast<uint16_t>(least >> 16),
-                                   static_cast<uint16_t>(most >> 16))} << 16;
+  if (!tight) return uint32_t{least} << kShift;
+  // Only the top 16 bits matter: count in 16-bit lanes. A zero reaches no score the search asks
+  // about (above least's).
+  const uint16_t* maxima16 = scores;
+  if constexpr (sizeof(Key) == 2) {
+    maxima16 = maxima;
+  } else {
+    for (int g = 0; g < padded; ++g) scores[g] = static_cast<uint16_t>(maxima[g] >> 16);
+  }
+  const int top = 16 - kShift;
+  return uint32_t{ThresholdScore16(maxima16, padded, kept, static_cast<uint16_t>(least >> top),
+                                   static_cast<uint16_t>(most >> top))}
+         << 16;
 }
 
 // Factor f's top `kept` columns by (key desc, column desc), with their values (NaN -> -inf).
@@ -257,8 +267,8 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
     uint32_t* candidates = keys;
     uint32_t lower = 0;
     if (filter) {
-      lower = FactorBound(width, kept, b.group_maxima.data(), b.group_scores.data(),
-                          b.scratch_keys.data(), [&](uint32_t groups, uint32_t* maxima) {
+      lower = FactorBound(width, kept, b.group_scores.data(), b.sorted_scores.data(), nullptr,
+                          [&](uint32_t groups, uint16_t* maxima) {
                             Bf16StridedGroupMaxima(x, width, groups, maxima);
                           });
       count = CompressBf16KeysAtLeast(x, width, lower, b.survivors.data());
@@ -294,8 +304,8 @@ void RankFactor(const std::byte* x, uint32_t width, int kept, WorkspaceBuffers& 
     uint32_t count = width;
     uint32_t lower = 0;
     if (filter) {
-      lower = FactorBound(width, kept, b.group_maxima.data(), b.group_scores.data(),
-                          b.scratch_keys.data(), [&](uint32_t groups, uint32_t* maxima) {
+      lower = FactorBound(width, kept, b.group_maxima.data(), b.scratch_keys.data(),
+                          b.group_scores.data(), [&](uint32_t groups, uint32_t* maxima) {
                             StridedGroupMaxima(keys, width, groups, maxima);
                           });
       count = CompressIndicesAtLeast(keys, width, lower, columns);

@@ -242,11 +242,12 @@ TEST(ScanKernels, Bf16ScansFromTheRowMatchTheKeyScans) {
 
     const uint32_t groups =
         1 + static_cast<uint32_t>(engine() % std::min<uint32_t>(count, cpu::kMaxGroups));
-    std::vector<uint32_t> maxima(groups), from_row(groups);
+    std::vector<uint32_t> maxima(groups);
+    std::vector<uint16_t> from_row(groups);
     cpu::StridedGroupMaxima(keys.data(), count, groups, maxima.data());
     cpu::Bf16StridedGroupMaxima(x, count, groups, from_row.data());
     for (uint32_t g = 0; g < groups; ++g) {
-      ASSERT_EQ(from_row[g], maxima[g] & 0xffff0000u) << "trial " << trial << " group " << g;
+      ASSERT_EQ(from_row[g], maxima[g] >> 16) << "trial " << trial << " group " << g;
     }
 
     // Thresholds at a key's value (low half 0, as the factor bound makes them) and anywhere.
@@ -264,47 +265,57 @@ TEST(ScanKernels, Bf16ScansFromTheRowMatchTheKeyScans) {
   }
 }
 
-// The sorting network against std::sort for every size it takes, at every vector width this host
-// runs (the one it picks and the others), on keys drawn from ranges wide and narrow (many equal
-// keys), with zeros among them: the whole order, and the best `need` keys for needs that trim
-// none, one and several of the network's merges.
-TEST(SortNetwork, SortsEverySizeDescendingAtEveryWidth) {
-  std::mt19937_64 engine(5);
+// The sorting network against std::sort for every size it takes, for keys of 32 and 16 bits, at
+// every vector width this host runs (the one it picks and the others), on keys drawn from ranges
+// wide and narrow (many equal keys), with zeros among them: the whole order, and the best `need`
+// keys for needs that trim none, one and several of the network's merges.
+template <typename Key>
+void CheckSortNetwork(uint64_t seed) {
+  std::mt19937_64 engine(seed);
+  const auto padded = [](int n) {
+    return sizeof(Key) == 4 ? cpu::PaddedCount(n) : cpu::PaddedCount16(n);
+  };
   int widths_run = 0;
-  for (const int lanes : {0, 4, 8, 16}) {  // 0: SortTopDescending's own choice
-    const auto sort = [lanes](const uint32_t* keys, int n, int need, uint32_t* out) {
-      if (lanes == 0) {
+  for (const int vector_bytes : {0, 16, 32, 64}) {  // 0: SortTopDescending's own choice
+    const auto sort = [vector_bytes](const Key* keys, int n, int need, Key* out) {
+      if (vector_bytes == 0) {
         cpu::SortTopDescending(keys, n, need, out);
         return true;
       }
-      return cpu::SortTopDescendingAtWidth(lanes, keys, n, need, out);
+      return cpu::SortTopDescendingAtWidth(vector_bytes, keys, n, need, out);
     };
-    uint32_t probe[16] = {1};
-    uint32_t probe_out[16];
+    Key probe[32] = {1};
+    Key probe_out[32];
     if (!sort(probe, 1, 1, probe_out)) continue;  // this host cannot run that width
     ++widths_run;
     for (int n = 1; n <= cpu::kMaxNetworkSort; ++n) {
       for (const uint32_t range : {0xffffffffu, 7u, 1u}) {
-        std::vector<uint32_t> keys(cpu::PaddedCount(n), 0xdeadbeefu);
+        std::vector<Key> keys(padded(n), static_cast<Key>(0xdeadbeefu));
         for (int e = 0; e < n; ++e) {
-          keys[e] = static_cast<uint32_t>(engine() % (uint64_t{range} + 1));
+          keys[e] = static_cast<Key>(engine() % (uint64_t{range} + 1));
         }
-        cpu::PadWithZeros(keys.data(), n);
-        std::vector<uint32_t> expected(keys.begin(), keys.begin() + n);
+        std::fill(keys.begin() + n, keys.end(), Key{0});
+        std::vector<Key> expected(keys.begin(), keys.begin() + n);
         std::sort(expected.begin(), expected.end(), std::greater<>());
         const int random_need = 1 + static_cast<int>(engine() % static_cast<uint64_t>(n));
         for (const int need : {n, 1, n / 2, n / 4 + 1, n / 8 + 3, random_need}) {
           if (need < 1 || need > n) continue;
-          std::vector<uint32_t> out(cpu::PaddedCount(n), 0xdeadbeefu);
+          std::vector<Key> out(padded(n), static_cast<Key>(0xdeadbeefu));
           ASSERT_TRUE(sort(keys.data(), n, need, out.data()));
-          ASSERT_EQ(std::vector<uint32_t>(out.begin(), out.begin() + need),
-                    std::vector<uint32_t>(expected.begin(), expected.begin() + need))
-              << "lanes=" << lanes << " n=" << n << " need=" << need << " range=" << range;
+          ASSERT_EQ(std::vector<Key>(out.begin(), out.begin() + need),
+                    std::vector<Key>(expected.begin(), expected.begin() + need))
+              << "bits=" << 8 * sizeof(Key) << " vector_bytes=" << vector_bytes << " n=" << n
+              << " need=" << need << " range=" << range;
         }
       }
     }
   }
-  EXPECT_GE(widths_run, 2);  // the host's choice and the 4-lane network at least
+  EXPECT_GE(widths_run, 2);  // the host's choice and the 16-byte network at least
+}
+
+TEST(SortNetwork, SortsEverySizeDescendingAtEveryWidth) {
+  CheckSortNetwork<uint32_t>(5);
+  CheckSortNetwork<uint16_t>(6);
 }
 
 TEST(CpuTopK, MatchesSpecTranscriptionOnRandomShapesAndDistributions) {
