@@ -61,8 +61,8 @@ uint32_t CompressIndicesAtLeast(const uint32_t* keys, uint32_t count, uint32_t t
 // A pairing stage's scan: keys[e] = OrderedKey(a[ia[e]] + b[ib[e]]) for e < count (the sum in
 // float, as SPEC.md adds); writes the e with keys[e] >= threshold to positions (ascending) and
 // their keys to passing_keys, and returns how many there were. Indices are below `entries`
-// (<= kMaxPairTable); a and b are read up to the next power of two from 32 entries (kMaxPairTable
-// at most). positions, passing_keys: room for count + kCompressSlack entries.
+// (<= kMaxPairTable); a and b may be read up to the next power of two from 32 entries
+// (kMaxPairTable at most). positions, passing_keys: room for count + kCompressSlack entries.
 inline constexpr uint32_t kMaxPairTable = 256;
 uint32_t ScorePairsAtLeast(const float* a, const uint32_t* ia, const float* b, const uint32_t* ib,
                            uint32_t entries, uint32_t count, uint32_t threshold, uint32_t* keys,

@@ -265,6 +265,59 @@ TEST(ScanKernels, Bf16ScansFromTheRowMatchTheKeyScans) {
   }
 }
 
+// A stage's pair scoring against the scalar definition, for every table size the vector paths
+// distinguish (1..256 entries: one, two, four and eight register pairs, and the scalar loop
+// past 128), with special values in the tables (NaN, +-inf, -0, sums that overflow) and
+// thresholds that pass none, some and all of the pairs.
+TEST(ScanKernels, ScorePairsMatchesTheScalarDefinition) {
+  std::mt19937_64 engine(23);
+  const float special[] = {std::numeric_limits<float>::quiet_NaN(),
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           -0.0f,
+                           0.0f,
+                           3.0e38f,
+                           -3.0e38f,
+                           1.0f};
+  std::normal_distribution<float> normal;
+  for (int trial = 0; trial < 300; ++trial) {
+    const uint32_t entries = 1 + static_cast<uint32_t>(engine() % cpu::kMaxPairTable);
+    std::vector<float> a(cpu::kMaxPairTable), b(cpu::kMaxPairTable);
+    for (uint32_t e = 0; e < cpu::kMaxPairTable; ++e) {
+      a[e] = engine() % 8 == 0 ? special[engine() % std::size(special)] : normal(engine);
+      b[e] = engine() % 8 == 0 ? special[engine() % std::size(special)] : normal(engine);
+    }
+    const uint32_t count = 1 + static_cast<uint32_t>(engine() % 600);
+    std::vector<uint32_t> ia(count), ib(count);
+    for (uint32_t e = 0; e < count; ++e) {
+      ia[e] = static_cast<uint32_t>(engine() % entries);
+      ib[e] = static_cast<uint32_t>(engine() % entries);
+    }
+    std::vector<uint32_t> expected_keys(count);
+    for (uint32_t e = 0; e < count; ++e) expected_keys[e] = OrderedKey(a[ia[e]] + b[ib[e]]);
+    for (const uint32_t threshold :
+         {expected_keys[engine() % count], static_cast<uint32_t>(engine()), 0u, 0xffffffffu}) {
+      std::vector<uint32_t> keys(count), positions(count + cpu::kCompressSlack),
+          passing_keys(count + cpu::kCompressSlack);
+      const uint32_t passing =
+          cpu::ScorePairsAtLeast(a.data(), ia.data(), b.data(), ib.data(), entries, count,
+                                 threshold, keys.data(), positions.data(), passing_keys.data());
+      ASSERT_EQ(keys, expected_keys) << "trial " << trial << " entries " << entries;
+      std::vector<uint32_t> expected_positions;
+      for (uint32_t e = 0; e < count; ++e) {
+        if (expected_keys[e] >= threshold) expected_positions.push_back(e);
+      }
+      ASSERT_EQ(passing, expected_positions.size()) << "trial " << trial;
+      positions.resize(passing);
+      passing_keys.resize(passing);
+      ASSERT_EQ(positions, expected_positions) << "trial " << trial;
+      for (uint32_t s = 0; s < passing; ++s) {
+        ASSERT_EQ(passing_keys[s], expected_keys[positions[s]]) << "trial " << trial;
+      }
+    }
+  }
+}
+
 // The sorting network against std::sort for every size it takes, for keys of 32 and 16 bits, at
 // every vector width this host runs (the one it picks and the others), on keys drawn from ranges
 // wide and narrow (many equal keys), with zeros among them: the whole order, and the best `need`
