@@ -106,7 +106,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) uint32_t CompressBf16KeysAv
   return written;
 }
 
-// table[index[l]] for 16 lanes, from a table held in kVectors registers (32 to 256 floats): each
+// table[index[l]] for 16 lanes, from a table held in kVectors registers (32 to 128 floats): each
 // pair of registers answers the low five bits of an index (one two-source permute), then the
 // higher bits pick among the pairs' answers.
 template <int kVectors>

@@ -37,7 +37,8 @@ __attribute__((always_inline)) inline void PermuteXor(const Vec<T, kLanes>& x, V
 }
 
 template <typename T, int kLanes, int kPartner>
-__attribute__((always_inline)) inline void PermuteXor(const Vec<T, kLanes>& x, Vec<T, kLanes>& out) {
+__attribute__((always_inline)) inline void PermuteXor(const Vec<T, kLanes>& x,
+                                                      Vec<T, kLanes>& out) {
   PermuteXor<T, kLanes, kPartner>(x, out, std::make_index_sequence<kLanes>());
 }
 
