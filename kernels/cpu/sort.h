@@ -31,10 +31,13 @@ inline constexpr int kMaxNetworkSort = 256;
 // which those past `need` are left unspecified (some written, some not).
 void SortTopDescending(const uint32_t* keys, int n, int need, uint32_t* out);
 
-// The same for 16-bit keys, twice as many to a vector. Pre: as above, but keys zero-padded to
-// PaddedCount16(n) and out with room for as many.
+// The same for up to kMaxNetworkSort16 16-bit keys on hosts whose vectors hold 32 of them
+// (AVX-512), where it takes half the vectors of 32-bit keys; false, writing nothing, on others
+// (their 16-bit permutes cost more than they save). Pre: as SortTopDescending, but keys
+// zero-padded to PaddedCount16(n) and out with room for as many.
+inline constexpr int kMaxNetworkSort16 = 128;
 inline int PaddedCount16(int count) { return (count + 31) & ~31; }
-void SortTopDescending(const uint16_t* keys, int n, int need, uint16_t* out);
+bool SortTopDescending16(const uint16_t* keys, int n, int need, uint16_t* out);
 
 // out[0..n) = keys[0..n) in descending order; as SortTopDescending.
 inline void SortDescending(const uint32_t* keys, int n, uint32_t* out) {
@@ -45,7 +48,5 @@ inline void SortDescending(const uint32_t* keys, int n, uint32_t* out) {
 // every width a host can run; false, writing nothing, where this host or build cannot.
 bool SortTopDescendingAtWidth(int vector_bytes, const uint32_t* keys, int n, int need,
                               uint32_t* out);
-bool SortTopDescendingAtWidth(int vector_bytes, const uint16_t* keys, int n, int need,
-                              uint16_t* out);
 
 }  // namespace pk::cpu

@@ -209,13 +209,14 @@ inline uint32_t MaxOf(const uint32_t* keys, uint32_t count) {
 // maxima of strided groups, any n of which are n distinct keys. With eight or more keys in each of
 // about 2 kept groups it is the kept-th largest maximum, which on unstructured data only about
 // 1.2 kept keys reach: up to kNetworkBoundGroups maxima found by the sorting network (keeping
-// only the best `kept`), past that by a search on their top 16 bits. Else the least maximum of
-// `kept` groups (at least 16, so that the maxima vectorize). maxima_of(groups, maxima) writes
-// the strided group maxima, or lower bounds of them that are themselves keys' values: as 32-bit
-// keys (Key = uint32_t), or as the top 16 bits of keys whose lower half is zero (uint16_t,
-// bfloat16 values: twice as many to a vector in the network). maxima, sorted: room for
-// kMaxGroups entries; scores: for kMaxGroups (used with 32-bit maxima only).
-constexpr uint32_t kNetworkBoundGroups = 128;
+// only the best `kept`; for 16-bit maxima, where the host has the 16-bit network), else by a
+// search on their top 16 bits. Else the least maximum of `kept` groups (at least 16, so that the
+// maxima vectorize). maxima_of(groups, maxima) writes the strided group maxima, or lower bounds
+// of them that are themselves keys' values: as 32-bit keys (Key = uint32_t), or as the top 16
+// bits of keys whose lower half is zero (uint16_t, bfloat16 values: twice as many to a vector in
+// the network). maxima, sorted: room for kMaxGroups entries; scores: for kMaxGroups (used with
+// 32-bit maxima only).
+constexpr uint32_t kNetworkBoundGroups = kMaxNetworkSort16;
 template <typename Key, typename MaximaOf>
 inline uint32_t FactorBound(uint32_t width, int kept, Key* maxima, Key* sorted, uint16_t* scores,
                             MaximaOf maxima_of) {
@@ -229,8 +230,14 @@ inline uint32_t FactorBound(uint32_t width, int kept, Key* maxima, Key* sorted, 
   const int padded = PaddedCount16(static_cast<int>(groups));
   std::fill(maxima + groups, maxima + padded, Key{0});
   if (tight && groups <= kNetworkBoundGroups) {
-    SortTopDescending(maxima, static_cast<int>(groups), kept, sorted);
-    return uint32_t{sorted[kept - 1]} << kShift;
+    if constexpr (sizeof(Key) == 2) {
+      if (SortTopDescending16(maxima, static_cast<int>(groups), kept, sorted)) {
+        return uint32_t{sorted[kept - 1]} << kShift;
+      }
+    } else {
+      SortTopDescending(maxima, static_cast<int>(groups), kept, sorted);
+      return sorted[kept - 1];
+    }
   }
   Key least = maxima[0];
   Key most = maxima[0];

@@ -318,57 +318,64 @@ TEST(ScanKernels, ScorePairsMatchesTheScalarDefinition) {
   }
 }
 
-// The sorting network against std::sort for every size it takes, for keys of 32 and 16 bits, at
-// every vector width this host runs (the one it picks and the others), on keys drawn from ranges
-// wide and narrow (many equal keys), with zeros among them: the whole order, and the best `need`
-// keys for needs that trim none, one and several of the network's merges.
-template <typename Key>
-void CheckSortNetwork(uint64_t seed) {
-  std::mt19937_64 engine(seed);
+// The sorting network against std::sort for every size it takes, at every vector width this host
+// runs (the one it picks and the others), and the 16-bit network where the host has it, on keys
+// drawn from ranges wide and narrow (many equal keys), with zeros among them: the whole order,
+// and the best `need` keys for needs that trim none and one of the network's merges.
+template <typename Key, typename Sort>
+void CheckSortNetwork(std::mt19937_64& engine, int most, Sort sort) {
   const auto padded = [](int n) {
     return sizeof(Key) == 4 ? cpu::PaddedCount(n) : cpu::PaddedCount16(n);
   };
-  int widths_run = 0;
-  for (const int vector_bytes : {0, 16, 32, 64}) {  // 0: SortTopDescending's own choice
-    const auto sort = [vector_bytes](const Key* keys, int n, int need, Key* out) {
-      if (vector_bytes == 0) {
-        cpu::SortTopDescending(keys, n, need, out);
-        return true;
-      }
-      return cpu::SortTopDescendingAtWidth(vector_bytes, keys, n, need, out);
-    };
-    Key probe[32] = {1};
-    Key probe_out[32];
-    if (!sort(probe, 1, 1, probe_out)) continue;  // this host cannot run that width
-    ++widths_run;
-    for (int n = 1; n <= cpu::kMaxNetworkSort; ++n) {
-      for (const uint32_t range : {0xffffffffu, 7u, 1u}) {
-        std::vector<Key> keys(padded(n), static_cast<Key>(0xdeadbeefu));
-        for (int e = 0; e < n; ++e) {
-          keys[e] = static_cast<Key>(engine() % (uint64_t{range} + 1));
-        }
-        std::fill(keys.begin() + n, keys.end(), Key{0});
-        std::vector<Key> expected(keys.begin(), keys.begin() + n);
-        std::sort(expected.begin(), expected.end(), std::greater<>());
-        const int random_need = 1 + static_cast<int>(engine() % static_cast<uint64_t>(n));
-        for (const int need : {n, 1, n / 2, n / 4 + 1, n / 8 + 3, random_need}) {
-          if (need < 1 || need > n) continue;
-          std::vector<Key> out(padded(n), static_cast<Key>(0xdeadbeefu));
-          ASSERT_TRUE(sort(keys.data(), n, need, out.data()));
-          ASSERT_EQ(std::vector<Key>(out.begin(), out.begin() + need),
-                    std::vector<Key>(expected.begin(), expected.begin() + need))
-              << "bits=" << 8 * sizeof(Key) << " vector_bytes=" << vector_bytes << " n=" << n
-              << " need=" << need << " range=" << range;
-        }
+  for (int n = 1; n <= most; ++n) {
+    for (const uint32_t range : {0xffffffffu, 7u, 1u}) {
+      std::vector<Key> keys(padded(n), static_cast<Key>(0xdeadbeefu));
+      for (int e = 0; e < n; ++e) keys[e] = static_cast<Key>(engine() % (uint64_t{range} + 1));
+      std::fill(keys.begin() + n, keys.end(), Key{0});
+      std::vector<Key> expected(keys.begin(), keys.begin() + n);
+      std::sort(expected.begin(), expected.end(), std::greater<>());
+      const int random_need = 1 + static_cast<int>(engine() % static_cast<uint64_t>(n));
+      for (const int need : {n, 1, n / 2, n / 2 + 1, n / 4 + 1, random_need}) {
+        if (need < 1 || need > n) continue;
+        std::vector<Key> out(padded(n), static_cast<Key>(0xdeadbeefu));
+        sort(keys.data(), n, need, out.data());
+        ASSERT_EQ(std::vector<Key>(out.begin(), out.begin() + need),
+                  std::vector<Key>(expected.begin(), expected.begin() + need))
+            << "bits=" << 8 * sizeof(Key) << " n=" << n << " need=" << need
+            << " range=" << range;
       }
     }
   }
-  EXPECT_GE(widths_run, 2);  // the host's choice and the 16-byte network at least
 }
 
 TEST(SortNetwork, SortsEverySizeDescendingAtEveryWidth) {
-  CheckSortNetwork<uint32_t>(5);
-  CheckSortNetwork<uint16_t>(6);
+  std::mt19937_64 engine(5);
+  int widths_run = 0;
+  for (const int vector_bytes : {16, 32, 64}) {
+    uint32_t probe[16] = {1};
+    uint32_t probe_out[16];
+    if (!cpu::SortTopDescendingAtWidth(vector_bytes, probe, 1, 1, probe_out)) continue;
+    ++widths_run;
+    SCOPED_TRACE(::testing::Message() << "vector_bytes=" << vector_bytes);
+    CheckSortNetwork<uint32_t>(engine, cpu::kMaxNetworkSort,
+                               [vector_bytes](const uint32_t* keys, int n, int need,
+                                              uint32_t* out) {
+                                 cpu::SortTopDescendingAtWidth(vector_bytes, keys, n, need, out);
+                               });
+  }
+  EXPECT_GE(widths_run, 1);  // the 16-byte network at least
+  CheckSortNetwork<uint32_t>(engine, cpu::kMaxNetworkSort, [](const uint32_t* keys, int n,
+                                                             int need, uint32_t* out) {
+    cpu::SortTopDescending(keys, n, need, out);
+  });
+  uint16_t probe16[32] = {1};
+  uint16_t probe16_out[32];
+  if (cpu::SortTopDescending16(probe16, 1, 1, probe16_out)) {
+    CheckSortNetwork<uint16_t>(engine, cpu::kMaxNetworkSort16,
+                               [](const uint16_t* keys, int n, int need, uint16_t* out) {
+                                 ASSERT_TRUE(cpu::SortTopDescending16(keys, n, need, out));
+                               });
+  }
 }
 
 TEST(CpuTopK, MatchesSpecTranscriptionOnRandomShapesAndDistributions) {
