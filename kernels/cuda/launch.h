@@ -32,6 +32,9 @@ struct KernelPaths {
   Choice paired_factors = Choice::kAuto;  // two bfloat16 factors of width <= 256 ranked together
                                           // by one warp, in a kernel of its own (warp-per-row
                                           // launches; by default where k <= 128)
+  Choice half_selection = Choice::kAuto;  // a k-th largest key (CutStage's cut, the paired
+                                          // factors' thresholds) from two sorted halves and one
+                                          // merge step instead of a full sort
 };
 
 class TopKLauncher {

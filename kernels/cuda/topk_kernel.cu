@@ -30,7 +30,10 @@
 // are selected by counting over all candidates. Kept pairs travel as codes i << 8 | j; running
 // entries carry their slot and factor ranks, so the last stage's slots are sorted (32-bit keys
 // slot << bits(kk - 1) | index where slots allow) and the values recomputed from the lists (from
-// the raw row only behind a -inf). Sorts are bitonic networks whose comparators all put the larger
+// the raw row only behind a -inf). Where only a k-th largest key is wanted (a cut stage's cut, the
+// paired factors' thresholds) and k is half a power-of-two block, the block's halves are sorted
+// and one merge step moves the k largest into one half, whose smallest key is the answer: the
+// full sort's last merge is skipped. Sorts are bitonic networks whose comparators all put the larger
 // key first (no direction inside a lane); lanes exchange keys by shuffles up to 8 bytes a lane,
 // else through bank-conflict-free shared vectors; each sort size is compiled once out of line,
 // since the kernel is instruction-bound and its code size shows up as instruction-fetch stalls.
@@ -221,6 +224,13 @@ struct KernelParams {
   int table_warp;          // the latency kernel's pair-table builder (block-per-row: a spare warp)
   int paired_factors;      // two bfloat16 factors of width <= 256 ranked together, a warp per
                            // row (RankPairedFactors)
+  // Selections by two sorted halves (WarpTopHalf) instead of a full sort. Last, so that adding
+  // them moved no other field (NOTES.md, v12: a field in the middle moved the float32 kernels'
+  // registers). half_select[f]: CutStage's cut (the kept-th score key) where at most 2 kept
+  // candidates reach the bound: E = kept / 16 for kept a power of two from 16 to 128, else 0.
+  // half_select_maxima: RankPairedFactors' thresholds where kf is half the maxima's segment.
+  int half_select[kMaxFactors];
+  int half_select_maxima;
 };
 
 // A warp's slice of shared memory, typed.
@@ -706,13 +716,23 @@ __device__ __noinline__ bool RankPairedFactors(const KernelParams& p, float* lis
       }
     }
     __syncwarp();
-    SortTwoSegmentsUpTo256(maxima, segment, groups[0], groups[1]);
+    // The kf-th of each segment: where every used segment's kf is half the segment, the top
+    // halves' smallest (no full sort), else a sort.
+    uint32_t kth[2];
+    const bool halves = (groups[0] == 0 || 2 * p.list_size[0] == segment) &&
+                        (groups[1] == 0 || 2 * p.list_size[1] == segment) && p.half_select_maxima;
+    if (halves) {
+      const uint64_t both = KthOfTwoSegmentsByHalvesUpTo256(maxima, segment, groups[0], groups[1]);
+      kth[0] = static_cast<uint32_t>(both);
+      kth[1] = static_cast<uint32_t>(both >> 32);
+    } else {
+      SortTwoSegmentsUpTo256(maxima, segment, groups[0], groups[1]);
+#pragma unroll
+      for (int f = 0; f < 2; ++f) kth[f] = maxima[f * segment + p.list_size[f] - 1];
+    }
 #pragma unroll
     for (int f = 0; f < 2; ++f) {
-      if (groups[f] > 0) {
-        const uint32_t kth = maxima[f * segment + p.list_size[f] - 1];
-        if (kth > OrderedKey(-INFINITY)) threshold[f] = KeyToFloat(kth);
-      }
+      if (groups[f] > 0 && kth[f] > OrderedKey(-INFINITY)) threshold[f] = KeyToFloat(kth[f]);
     }
   }
   // Survivors: every element at or above the threshold, else every valid element.
@@ -1063,7 +1083,11 @@ __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const ui
     selected = m.candidates;
   } else {
     uint32_t cut;
-    if (count <= 256) {
+    if (p.half_select[f] > 0 && count <= 32 * p.half_select[f]) {
+      // kept = 16 E: the smallest of the top half (chosen's room is free until the ties).
+      cut = KthLargestByHalvesOf(m.scores, count, p.half_select[f],
+                                 reinterpret_cast<uint32_t*>(m.candidates_chosen));
+    } else if (count <= 256) {
       SortUpTo512(m.scores, count, kept);
       cut = m.scores[kept - 1];
     } else {
@@ -1438,6 +1462,10 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
     p.tie_bits[f] = (BitLength(static_cast<uint32_t>(previous + factor - 2)) + p.row_bits[f]);
     // One sort pays where its keys are 32 bits: bfloat16 sums (float32 ones seldom fit).
     p.lean[f] = Use(paths.lean_stages, kept <= 128 && problem.dtype == DType::kBFloat16) ? 1 : 0;
+    p.half_select[f] =
+        Use(paths.half_selection, true) && kept >= 16 && kept <= 128 && (kept & (kept - 1)) == 0
+            ? kept / 16
+            : 0;
     any_lean = any_lean || p.lean[f];
   }
   p.slot_index_bits = BitLength(p.kk - 1);
@@ -1456,6 +1484,7 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
                              p.small_segment == 0
                          ? 1
                          : 0;
+  p.half_select_maxima = Use(paths.half_selection, true) ? 1 : 0;
   p.bisect_maxima = paths.bisect_maxima == KernelPaths::Choice::kAuto ? 1
                     : paths.bisect_maxima == KernelPaths::Choice::kOn ? 2
                                                                      : 0;

@@ -226,6 +226,50 @@ __device__ __forceinline__ void WarpSortDescending(Key (&keys)[E], Key* exchange
   }
 }
 
+// Moves the 16 E largest of the warp's 32 E keys (a multiset: ties allowed) into lanes 0-15, in
+// no particular order: both halves sorted descending, then the first step of the bitonic merge
+// (index x meets its mirror 32 E - 1 - x; the lower lane keeps the larger). A selection needs only
+// this, not the merge's remaining steps. Pre: as WarpSortSegments (E a power of two; exchange for
+// 32 E keys). Post: lanes 0-15 hold the 16 E largest, lanes 16-31 the rest.
+template <int E, typename Key>
+__device__ __forceinline__ void WarpTopHalf(Key (&keys)[E], Key* exchange) {
+  const int lane = LaneId();
+  WarpSortSegments<E>(keys, exchange, 16 * E);
+  CrossLaneStep<E, true>(keys, exchange, lane, 31, lane < 16);
+}
+
+// The 16 E-th largest of keys[0 .. count) (duplicates allowed), by WarpTopHalf: the smallest key
+// of the top half. Pre: 16 E <= count <= 32 E; exchange warp-private shared memory for 32 E keys,
+// 16-byte aligned, apart from `keys` (unused when lanes shuffle).
+template <int E>
+__device__ __forceinline__ uint32_t KthLargestByHalves(const uint32_t* keys, int count, uint32_t* exchange) {
+  const int lane = LaneId();
+  uint32_t lane_keys[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int x = e * 32 + lane;  // conflict-free; the order of a selection's input is free
+    lane_keys[e] = x < count ? keys[x] : 0u;
+  }
+  WarpTopHalf<E>(lane_keys, exchange);
+  uint32_t smallest = 0xffffffffu;
+  if (lane < 16) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) smallest = min(smallest, lane_keys[e]);
+  }
+  return __reduce_min_sync(kFullMask, smallest);
+}
+
+// KthLargestByHalves with E = per_lane (1, 2, 4 or 8), out of line (one call site for all four).
+__device__ __noinline__ inline uint32_t KthLargestByHalvesOf(const uint32_t* keys, int count, int per_lane,
+                                                         uint32_t* exchange) {
+  switch (per_lane) {
+    case 1: return KthLargestByHalves<1>(keys, count, exchange);
+    case 2: return KthLargestByHalves<2>(keys, count, exchange);
+    case 4: return KthLargestByHalves<4>(keys, count, exchange);
+    default: return KthLargestByHalves<8>(keys, count, exchange);
+  }
+}
+
 // Loads keys[lane * E .. lane * E + E) (0 past `count`). Pre: keys 16-byte aligned, and readable
 // up to index 32 * E.
 template <int E, typename Key>
@@ -320,6 +364,47 @@ __device__ __noinline__ void SortTwoSegments(Key* keys, int count0, int count1) 
     for (int e = 0; e < E; ++e) keys[lane * E + e] = lane_keys[e];
   }
   __syncwarp();
+}
+
+// The 8 E-th largest key of each of the two segments keys[0 .. 16 E) and keys[16 E .. 32 E)
+// (entries at or past count0, count1 read as 0): each segment's halves sorted, then the mirror
+// step within the segment (WarpTopHalf's selection, per segment), and the smallest of each top
+// half, returned as second << 32 | first. Pre: as SortTwoSegments; count0, count1 >= 8 E where
+// that segment's result is used. Post: keys served as the exchange (no order left there).
+template <int E>
+__device__ __noinline__ uint64_t KthOfTwoSegmentsByHalves(uint32_t* keys, int count0, int count1) {
+  using Key = uint32_t;
+  constexpr int kSegment = 16 * E;
+  const int lane = LaneId();
+  Key lane_keys[E];
+  LoadLaneKeys<E>(keys, 32 * E, lane_keys);
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int x = lane * E + e;
+    const int limit = x < kSegment ? count0 : count1 + kSegment;
+    if (x >= limit) lane_keys[e] = Key{0};
+  }
+  __syncwarp();
+  WarpSortSegments<E>(lane_keys, keys, 8 * E);
+  CrossLaneStep<E, true>(lane_keys, keys, lane, 15, (lane & 8) == 0);
+  Key smallest = ~Key{0};
+  if ((lane & 8) == 0) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) smallest = KeyMin(smallest, lane_keys[e]);
+  }
+  const uint32_t first = __reduce_min_sync(kFullMask, lane < 16 ? smallest : ~Key{0});
+  const uint32_t second = __reduce_min_sync(kFullMask, lane >= 16 ? smallest : ~Key{0});
+  return (uint64_t{second} << 32) | first;
+}
+
+// KthOfTwoSegmentsByHalves for segments of `segment` keys. Pre: segment a power of two, 16 <=
+// segment <= 128.
+__device__ __forceinline__ uint64_t KthOfTwoSegmentsByHalvesUpTo256(uint32_t* keys, int segment, int count0,
+                                                                 int count1) {
+  if (segment <= 16) return KthOfTwoSegmentsByHalves<1>(keys, count0, count1);
+  if (segment <= 32) return KthOfTwoSegmentsByHalves<2>(keys, count0, count1);
+  if (segment <= 64) return KthOfTwoSegmentsByHalves<4>(keys, count0, count1);
+  return KthOfTwoSegmentsByHalves<8>(keys, count0, count1);
 }
 
 // SortTwoSegments with segments of `segment` keys. Pre: segment a power of two, 16 <= segment <=

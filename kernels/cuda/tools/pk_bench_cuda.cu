@@ -273,7 +273,8 @@ int main(int argc, char** argv) {
           {"slot_key32", &pk::cuda::KernelPaths::slot_key32},
           {"occupancy", &pk::cuda::KernelPaths::high_occupancy},
           {"latency", &pk::cuda::KernelPaths::latency_kernel},
-          {"paired", &pk::cuda::KernelPaths::paired_factors}};
+          {"paired", &pk::cuda::KernelPaths::paired_factors},
+          {"halves", &pk::cuda::KernelPaths::half_selection}};
       for (const auto& [name, member] : parts) {
         for (Choice choice : {Choice::kOff, Choice::kOn}) {
           pk::cuda::KernelPaths paths;

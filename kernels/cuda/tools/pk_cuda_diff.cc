@@ -196,6 +196,7 @@ pk::cuda::KernelPaths DrawPaths(bool vary, Random& random) {
   paths.high_occupancy = draw();
   paths.latency_kernel = draw();
   paths.paired_factors = draw();
+  paths.half_selection = draw();
   return paths;
 }
 
