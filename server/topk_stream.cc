@@ -31,7 +31,7 @@ TopKStreamReactor* TopKStreamReactor::Start(grpc::CallbackServerContext* context
     stream->draining_ = registry.draining();
     actions = stream->NextActionsLocked();
   }
-  stream->Perform(actions);
+  stream->Run(std::move(actions));
   return stream.get();
 }
 
@@ -50,7 +50,7 @@ void TopKStreamReactor::Drain() {
     draining_ = true;
     actions = NextActionsLocked();
   }
-  Perform(actions);
+  Run(std::move(actions));
 }
 
 void TopKStreamReactor::OnReadDone(bool ok) {
@@ -66,7 +66,7 @@ void TopKStreamReactor::OnReadDone(bool ok) {
     }
     actions = NextActionsLocked();
   }
-  Perform(actions);
+  Run(std::move(actions));
 }
 
 void TopKStreamReactor::AdmitLocked(std::unique_ptr<Item> item) {
@@ -119,7 +119,7 @@ void TopKStreamReactor::OnAnswered(Item* item, const absl::Status& status) {
     AnswerLocked(item, status);
     actions = NextActionsLocked();
   }
-  Perform(actions);
+  Run(std::move(actions));
 }
 
 void TopKStreamReactor::OnWriteDone(bool ok) {
@@ -135,7 +135,7 @@ void TopKStreamReactor::OnWriteDone(bool ok) {
     }
     actions = NextActionsLocked();
   }
-  Perform(actions);
+  Run(std::move(actions));
 }
 
 void TopKStreamReactor::OnCancel() {
@@ -145,7 +145,7 @@ void TopKStreamReactor::OnCancel() {
     cancelled_ = true;
     actions = NextActionsLocked();
   }
-  Perform(actions);
+  Run(std::move(actions));
 }
 
 void TopKStreamReactor::OnDone() {
@@ -170,7 +170,7 @@ TopKStreamReactor::Actions TopKStreamReactor::NextActionsLocked() {
     write_pending_ = true;
     actions.write = &items_.front()->reply;
   }
-  if (items_.empty() && !write_pending_) {
+  if (items_.empty() && !write_pending_ && starting_ == 0) {
     if (broken) {
       actions.finish = grpc::Status(grpc::StatusCode::CANCELLED, "the stream was cancelled");
     } else if (draining_) {
@@ -182,6 +182,7 @@ TopKStreamReactor::Actions TopKStreamReactor::NextActionsLocked() {
     }
     if (actions.finish.has_value()) {
       finished_ = true;
+      ++starting_;
       return actions;
     }
   }
@@ -193,7 +194,19 @@ TopKStreamReactor::Actions TopKStreamReactor::NextActionsLocked() {
     reading_ = std::make_unique<Item>();
     actions.read = &reading_->message;
   }
+  if (actions.any()) ++starting_;
   return actions;
+}
+
+void TopKStreamReactor::Run(Actions actions) {
+  while (actions.any()) {
+    const bool finishing = actions.finish.has_value();
+    Perform(actions);
+    if (finishing) return;  // the stream may be gone already
+    absl::MutexLock lock(&mu_);
+    --starting_;
+    actions = NextActionsLocked();
+  }
 }
 
 void TopKStreamReactor::Perform(const Actions& actions) {

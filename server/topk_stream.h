@@ -77,9 +77,17 @@ class TopKStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer,
     grpc::ByteBuffer* read = nullptr;
     const grpc::ByteBuffer* write = nullptr;
     std::optional<grpc::Status> finish;
+    bool any() const { return read != nullptr || write != nullptr || finish.has_value(); }
   };
 
+  // The operations the state calls for; when there are any, counts them in starting_ until Run
+  // has started them. Finishing waits until no other thread is between deciding an operation and
+  // starting it: after Finish, gRPC may end the call (OnDone) and free the stream at once, and an
+  // operation started after that would touch both.
   Actions NextActionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts `actions` (from NextActionsLocked), then whatever the state calls for once they are
+  // started (the finish another thread deferred to it, say), until nothing is left.
+  void Run(Actions actions) ABSL_LOCKS_EXCLUDED(mu_);
   void Perform(const Actions& actions) ABSL_LOCKS_EXCLUDED(mu_);
   // Parses the message just read and hands it to Admission, or answers it at once.
   void AdmitLocked(std::unique_ptr<Item> item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -106,6 +114,7 @@ class TopKStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer,
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  int starting_ ABSL_GUARDED_BY(mu_) = 0;  // threads with decided operations not yet started
 };
 
 // The open streams, so that draining can reach them, and the limits they keep.
