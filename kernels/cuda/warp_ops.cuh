@@ -337,6 +337,21 @@ __device__ __forceinline__ void SortUpTo512(Key* keys, int count, int keep) {
   }
 }
 
+// The lane's E keys of the two segments keys[0 .. 16 E) and keys[16 E .. 32 E), with entries at or
+// past count0 in the first and count1 in the second read as 0 (below every real key).
+template <int E, typename Key>
+__device__ __forceinline__ void LoadTwoSegments(const Key* keys, int count0, int count1, int lane,
+                                                Key (&lane_keys)[E]) {
+  constexpr int kSegment = 16 * E;
+  LoadLaneKeys<E>(keys, 32 * E, lane_keys);
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int x = lane * E + e;
+    const int limit = x < kSegment ? count0 : count1 + kSegment;
+    if (x >= limit) lane_keys[e] = Key{0};
+  }
+}
+
 // Sorts keys[0 .. 16 E) and keys[16 E .. 32 E) each descending, as the two segments of one
 // register sort; entries at or past count0 in the first and count1 in the second read as 0 (below
 // every real key). Pre: keys 16-byte aligned, warp-private; count0, count1 <= 16 E.
@@ -345,13 +360,7 @@ __device__ __noinline__ void SortTwoSegments(Key* keys, int count0, int count1) 
   constexpr int kSegment = 16 * E;
   const int lane = LaneId();
   Key lane_keys[E];
-  LoadLaneKeys<E>(keys, 32 * E, lane_keys);
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    const int x = lane * E + e;
-    const int limit = x < kSegment ? count0 : count1 + kSegment;
-    if (x >= limit) lane_keys[e] = Key{0};
-  }
+  LoadTwoSegments<E>(keys, count0, count1, lane, lane_keys);
   __syncwarp();
   WarpSortSegments<E>(lane_keys, keys, kSegment);
   constexpr int kPerVector = 16 / sizeof(Key);
@@ -374,16 +383,9 @@ __device__ __noinline__ void SortTwoSegments(Key* keys, int count0, int count1) 
 template <int E>
 __device__ __noinline__ uint64_t KthOfTwoSegmentsByHalves(uint32_t* keys, int count0, int count1) {
   using Key = uint32_t;
-  constexpr int kSegment = 16 * E;
   const int lane = LaneId();
   Key lane_keys[E];
-  LoadLaneKeys<E>(keys, 32 * E, lane_keys);
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    const int x = lane * E + e;
-    const int limit = x < kSegment ? count0 : count1 + kSegment;
-    if (x >= limit) lane_keys[e] = Key{0};
-  }
+  LoadTwoSegments<E>(keys, count0, count1, lane, lane_keys);
   __syncwarp();
   WarpSortSegments<E>(lane_keys, keys, 8 * E);
   CrossLaneStep<E, true>(lane_keys, keys, lane, 15, (lane & 8) == 0);
