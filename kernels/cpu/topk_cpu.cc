@@ -216,7 +216,8 @@ inline uint32_t MaxOf(const uint32_t* keys, uint32_t count) {
 // bits of keys whose lower half is zero (uint16_t, bfloat16 values: twice as many to a vector in
 // the network). maxima, sorted: room for kMaxGroups entries; scores: for kMaxGroups (used with
 // 32-bit maxima only).
-constexpr uint32_t kNetworkBoundGroups = kMaxNetworkSort16;
+constexpr uint32_t kNetworkBoundGroups = 128;
+static_assert(kNetworkBoundGroups <= kMaxNetworkSort16);
 template <typename Key, typename MaximaOf>
 inline uint32_t FactorBound(uint32_t width, int kept, Key* maxima, Key* sorted, uint16_t* scores,
                             MaximaOf maxima_of) {
@@ -226,17 +227,20 @@ inline uint32_t FactorBound(uint32_t width, int kept, Key* maxima, Key* sorted, 
   const uint32_t groups =
       tight ? wide_groups : std::min(width, std::max(static_cast<uint32_t>(kept), 16u));
   maxima_of(groups, maxima);
-  // Zeros to whole vectors of 32 (16-bit) lanes: a zero is no key's maximum and sorts last.
+  // The network and the search read zeros to whole vectors of 32 (16-bit) lanes: a zero is no
+  // key's maximum and sorts last.
   const int padded = PaddedCount16(static_cast<int>(groups));
-  std::fill(maxima + groups, maxima + padded, Key{0});
-  if (tight && groups <= kNetworkBoundGroups) {
-    if constexpr (sizeof(Key) == 2) {
-      if (SortTopDescending16(maxima, static_cast<int>(groups), kept, sorted)) {
-        return uint32_t{sorted[kept - 1]} << kShift;
+  if (tight) {
+    std::fill(maxima + groups, maxima + padded, Key{0});
+    if (groups <= kNetworkBoundGroups) {
+      if constexpr (sizeof(Key) == 2) {
+        if (SortTopDescending16(maxima, static_cast<int>(groups), kept, sorted)) {
+          return uint32_t{sorted[kept - 1]} << kShift;
+        }
+      } else {
+        SortTopDescending(maxima, static_cast<int>(groups), kept, sorted);
+        return sorted[kept - 1];
       }
-    } else {
-      SortTopDescending(maxima, static_cast<int>(groups), kept, sorted);
-      return sorted[kept - 1];
     }
   }
   Key least = maxima[0];
