@@ -4,29 +4,32 @@
 #   1. light load:  1 row of 1024x1024 bf16 k=64 per request, concurrency 1
 #   2. throughput:  256 rows per request, a concurrency sweep over several connections
 #   2b. threads:    256 rows per request at concurrency 64, with pkserve's CPU by thread
-#   3. batching:    1-row callers at concurrency 64, then the same with --max_batch_rows=1
+#   3. batching:    1-row callers at concurrency 64, then the same with --max_batch_rows=1; each
+#                   as unary calls and as messages on one TopKStream per caller (--mode=stream)
 #   4. the light load against the echo baseline in a process of its own (pkserve-bench --serve_echo)
 # Every answer sampled by --verify is checked bit for bit against the CPU implementation.
-# About 3 minutes; each step has a time limit, so that a hang cannot take it past 5.
+# About 3.5 minutes; each step has a time limit, so that a hang cannot take it past 6.
 #
 #   OUT=/path/to/results bench/run_gpu_service.sh DIR
 #
 # DIR holds pkserve and pkserve-bench (directly or under bin/, as scripts/gpu_bundle.sh lays them
 # out) and their shared libraries under DIR/lib (added to LD_LIBRARY_PATH). Writes to $OUT:
-# light.json, throughput.json, threads.json, batching.json, batching_mbr1.json,
-# light_echo_process.json (pkserve-bench --json), threads.txt (pkserve's CPU by thread), bench.txt
+# light.json, throughput.json, threads.json, batching.json, batching_stream.json,
+# batching_mbr1.json, batching_mbr1_stream.json, light_echo_process.json (pkserve-bench --json), threads.txt (pkserve's CPU by thread), bench.txt
 # (the exact commands and every run's text output, with the server's CPU use per level) and
 # server.log.
 # Settings (environment): BACKEND (cuda; cpu measures the CPU backend the same way), PORT (50071),
 # SWEEP (throughput concurrency levels), CONNECTIONS (connections of throughput and batching
-# runs), PKSERVE and
-# PKSERVE_BENCH (binaries elsewhere than DIR).
+# runs), STEPS (which of light, throughput, batching and echo_process to run; default all of
+# them), PKSERVE and PKSERVE_BENCH (binaries elsewhere than DIR).
 set -euo pipefail
 
 dir=${1:?usage: OUT=results_dir $0 DIR (DIR holds pkserve, pkserve-bench and lib/)}
 out=${OUT:?set OUT to the folder for the results}
 backend=${BACKEND:-cuda}
 port=${PORT:-50071}
+steps=" ${STEPS:-light throughput batching echo_process} "
+step() { [[ $steps == *" $1 "* ]]; }
 if [[ $backend == cuda ]]; then
   sweep=${SWEEP:-1,4,16,64,128}
   connections=${CONNECTIONS:-8}
@@ -103,41 +106,61 @@ run_bench() {  # name, time limit (s), pkserve-bench flags...
 }
 
 shape=("--widths=1024,1024" --k=64 --dtype=bf16)
-start_server
-run_bench light 35 "${shape[@]}" --rows=1 --concurrency=1 --warmup=2 --duration=10 \
-  --baseline=echo --verify=100
-run_bench throughput 110 "${shape[@]}" --rows=256 --concurrency="$sweep" \
-  --connections="$connections" --warmup=2 --duration=6 --baseline=echo --verify=20
-# Where the server's CPU goes at the plateau: 256-row requests at concurrency 64, with the cores
-# each of pkserve's threads uses over 4 s in the middle of the run (bench/thread_cpu.sh).
-( sleep 4; "$(dirname "$0")/thread_cpu.sh" "$server_pid" 4 >"$out/threads.txt" 2>&1 ) &
-profile_pid=$!
-run_bench threads 25 "${shape[@]}" --rows=256 --concurrency=64 --connections="$connections" \
-  --warmup=2 --duration=8
-wait "$profile_pid" || true
-{
-  echo "$ bench/thread_cpu.sh $server_pid 4 (seconds 4-8 of the run above)"
-  cat "$out/threads.txt"
-  echo
-} >>"$text"
-run_bench batching 40 "${shape[@]}" --rows=1 --concurrency=64 --connections="$connections" \
-  --warmup=2 --duration=8 --baseline=echo --verify=100
+if step light || step throughput || step batching; then
+  start_server
+fi
+if step light; then
+  run_bench light 35 "${shape[@]}" --rows=1 --concurrency=1 --warmup=2 --duration=10 \
+    --baseline=echo --verify=100
+fi
+if step throughput; then
+  run_bench throughput 110 "${shape[@]}" --rows=256 --concurrency="$sweep" \
+    --connections="$connections" --warmup=2 --duration=6 --baseline=echo --verify=20
+  # Where the server's CPU goes at the plateau: 256-row requests at concurrency 64, with the
+  # cores each of pkserve's threads uses over 4 s in the middle of the run (bench/thread_cpu.sh).
+  ( sleep 4; "$(dirname "$0")/thread_cpu.sh" "$server_pid" 4 >"$out/threads.txt" 2>&1 ) &
+  profile_pid=$!
+  run_bench threads 25 "${shape[@]}" --rows=256 --concurrency=64 --connections="$connections" \
+    --warmup=2 --duration=8
+  wait "$profile_pid" || true
+  {
+    echo "$ bench/thread_cpu.sh $server_pid 4 (seconds 4-8 of the run above)"
+    cat "$out/threads.txt"
+    echo
+  } >>"$text"
+fi
+if step batching; then
+  for mode in unary stream; do
+    suffix=${mode/unary/}
+    run_bench "batching${suffix:+_$suffix}" 40 "${shape[@]}" --rows=1 --concurrency=64 \
+      --connections="$connections" --mode="$mode" --warmup=2 --duration=8 --baseline=echo \
+      --verify=100
+  done
+fi
 stop_server
-start_server --max_batch_rows=1
-run_bench batching_mbr1 25 "${shape[@]}" --rows=1 --concurrency=64 --connections="$connections" \
-  --warmup=2 --duration=8 --verify=100
-stop_server
+if step batching; then
+  start_server --max_batch_rows=1
+  for mode in unary stream; do
+    suffix=${mode/unary/}
+    run_bench "batching_mbr1${suffix:+_$suffix}" 25 "${shape[@]}" --rows=1 --concurrency=64 \
+      --connections="$connections" --mode="$mode" --warmup=2 --duration=8 --verify=100
+  done
+  stop_server
+fi
 
 # The light load once more against the echo in a process of its own: the in-process echo shares
 # the client's threads, so this is the RPC layer's latency across processes, as pkserve's is.
-echo "== pkserve-bench --serve_echo (the echo baseline in its own process)" >>"$out/server.log"
-"$bench" --serve_echo="127.0.0.1:$port" >>"$out/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 100); do
-  grep -q "echo baseline listening on 127.0.0.1:$port" "$out/server.log" && break
-  sleep 0.1
-done
-echo "$ pkserve-bench --serve_echo=127.0.0.1:$port (pid $server_pid)" >>"$text"
-run_bench light_echo_process 25 "${shape[@]}" --rows=1 --concurrency=1 --warmup=2 --duration=10
-stop_server
+if step echo_process; then
+  echo "== pkserve-bench --serve_echo (the echo baseline in its own process)" >>"$out/server.log"
+  "$bench" --serve_echo="127.0.0.1:$port" >>"$out/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 1 100); do
+    grep -q "echo baseline listening on 127.0.0.1:$port" "$out/server.log" && break
+    sleep 0.1
+  done
+  echo "$ pkserve-bench --serve_echo=127.0.0.1:$port (pid $server_pid)" >>"$text"
+  run_bench light_echo_process 25 "${shape[@]}" --rows=1 --concurrency=1 --warmup=2 \
+    --duration=10
+  stop_server
+fi
 cat "$text"
