@@ -35,6 +35,9 @@ struct KernelPaths {
   Choice half_selection = Choice::kAuto;  // a k-th largest key (CutStage's cut, the paired
                                           // factors' thresholds) from two sorted halves and one
                                           // merge step instead of a full sort
+  Choice small_kernel = Choice::kAuto;    // rows whose widths are all <= 64 (small_factors), a
+                                          // warp per row: a kernel of their own, with more warps
+                                          // resident (before high_occupancy)
 };
 
 class TopKLauncher {
@@ -63,7 +66,7 @@ class TopKLauncher {
   size_t shared_per_multiprocessor_ = 0;  // bytes usable by blocks on one multiprocessor
   size_t shared_per_block_ = 0;           // opt-in maximum for one block
   int registers_per_multiprocessor_ = 0;
-  int kernel_registers_[2][4] = {};       // per thread, by DType and kernel variant
+  int kernel_registers_[2][5] = {};       // per thread, by DType and kernel variant
 };
 
 #if defined(PK_PHASE_TIMING)

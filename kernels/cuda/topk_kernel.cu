@@ -5,10 +5,11 @@
 // (warp f ranks factor f, then warp 0 pairs and writes), for latency, from a kernel instance of
 // its own in which a spare warp builds the pair table while the others load the row. Factors: when
 // every width is at most 64, one segmented register sort ranks all of them at once (factor f's
-// columns are segment f of the warp's keys). Two bfloat16 factors of width at most 256 (a warp per
-// row): a kernel instance of its own holds both factors in registers, a block of each a lane, and
-// runs SelectFactor's two sorts (group maxima, survivors) for both factors at once, as the two
-// segments of one register sort.
+// columns are segment f of the warp's keys); a warp per row, such rows run in a kernel instance
+// of their own, which holds no other factor path, needs fewer registers and so keeps more warps
+// resident. Two bfloat16 factors of width at most 256 (a warp per row): a kernel instance of its
+// own holds both factors in registers, a block of each a lane, and runs SelectFactor's two sorts
+// (group maxima, survivors) for both factors at once, as the two segments of one register sort.
 // Otherwise the warp streams each factor through a shared staging buffer in chunks of 1 024
 // elements (16-byte loads, any element alignment). On the first chunk it takes the maximum of each
 // small group of elements (2 to 8 elements of one 16-byte block, about 2 kf groups) and the kf-th
@@ -69,6 +70,7 @@ struct Bf16Type {
   static constexpr int kMaxGroupsPerBlock = 4;
   static constexpr int kMinBlocks = 4;  // blocks of 4 warps per SM: caps registers at 128
   static constexpr int kMoreBlocks = 6;  // the high-occupancy variant: 80 registers
+  static constexpr int kSmallBlocks = 5;  // the small-factor kernel: 96 registers
   static constexpr uint32_t kInvalidWord = 0x7fc07fc0u;  // two NaNs: never pass, never a maximum
 
   // Element h of a block held as four words. Pre: 0 <= h < 8.
@@ -105,6 +107,7 @@ struct Float32Type {
   static constexpr int kMaxGroupsPerBlock = 2;
   static constexpr int kMinBlocks = 3;  // 168 registers: no spills (a cap of 128 spills, slower)
   static constexpr int kMoreBlocks = 4;  // the high-occupancy variant: 128 registers
+  static constexpr int kSmallBlocks = 8;  // the small-factor kernel: 64 registers
   static constexpr uint32_t kInvalidWord = 0x7fc00000u;
 
   __device__ __forceinline__ static float Element(const uint32_t (&block)[4], int h) {
@@ -1383,6 +1386,34 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
   clock.Flush();
 }
 
+// The small-factor kernel (p.small_segment > 0, a warp per row): the default kernel's row without
+// SelectFactor and the paired path, so that ptxas allocates registers for the small path alone and
+// more warps fit on a multiprocessor (kMinBlocks blocks of 4 warps; T::kSmallBlocks).
+template <class T, int kMinBlocks>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
+    TopKSmallKernel(const __grid_constant__ KernelParams p) {
+  uint8_t* shared = DynamicShared();
+  uint16_t* table = reinterpret_cast<uint16_t*>(shared);
+  BuildPairTables<false>(p, table);
+  __syncthreads();
+  const unsigned warp = threadIdx.x >> 5;
+  const unsigned warps = blockDim.x >> 5;
+  constexpr int kBytes = T::kElementBytes;
+  uint8_t* slice = shared + p.table_bytes + warp * p.warp_bytes;
+  const WarpMemory<T> m(p, slice);
+  EmulatorDeclareRules(p, slice, false);
+  PhaseClock clock;
+  for (unsigned long long row = static_cast<unsigned long long>(blockIdx.x) * warps + warp;
+       row < p.rows; row += static_cast<unsigned long long>(gridDim.x) * warps) {
+    EmulatorPoisonScratch(p, slice, false);
+    const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
+    RankSmallFactorsOf<T>(p, m, scores);
+    clock.Mark(kPhaseFactors);
+    PairAndWrite<T>(p, m, table, scores, row, clock);
+  }
+  clock.Flush();
+}
+
 uint32_t RoundUp16(uint64_t bytes) { return static_cast<uint32_t>((bytes + 15) / 16 * 16); }
 
 bool Use(KernelPaths::Choice choice, bool by_default) {
@@ -1534,6 +1565,7 @@ enum KernelVariant : int {
   kHighOccupancyKernel,
   kLatencyKernel,
   kPairedKernel,
+  kSmallKernel,
   kKernelVariants
 };
 template <class T>
@@ -1541,6 +1573,7 @@ KernelFunction KernelOf(KernelVariant variant) {
   if constexpr (T::kElementBytes == 2) {
     if (variant == kPairedKernel) return &TopKKernel<T, T::kMinBlocks, false, true>;
   }
+  if (variant == kSmallKernel) return &TopKSmallKernel<T, T::kSmallBlocks>;
   return variant == kHighOccupancyKernel ? &TopKKernel<T, T::kMoreBlocks, false>
          : variant == kLatencyKernel     ? &TopKKernel<T, T::kMinBlocks, true>
                                          : &TopKKernel<T, T::kMinBlocks, false>;
@@ -1623,8 +1656,20 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   // measured lost up to 23 %, or gained nothing).
   // Two bfloat16 factors of width <= 256, a warp per row: the paired kernel, before the
   // high-occupancy one (256x256 k=32: 236.5 M rows/s against 170.5 on the H200).
+  // Every width <= 64 (one register sort ranks the factors), a warp per row: the small-factor
+  // kernel, built for more resident blocks than the default, where shared memory lets that many
+  // in (on the H200: 32^4 bf16 k=64 +7.1 %, 16^4 f32 k=32 +13.3 %, other such shapes +2 to +24 %;
+  // 64^3 bf16 k=64, room for four blocks only, ran 3-21 % slower in small-factor kernels of five
+  // to eight blocks, whose tighter register caps then cost spills and bought no warps).
+  const size_t row_per_warp_shared = size_t{p.table_bytes} + kWarpsPerBlock * size_t{p.warp_bytes};
+  const int small_blocks =
+      problem.dtype == DType::kFloat32 ? Float32Type::kSmallBlocks : Bf16Type::kSmallBlocks;
+  const bool small_fits = shared_per_multiprocessor_ / (row_per_warp_shared + 1024) >=
+                          static_cast<size_t>(small_blocks);
+  const bool small = p.small_segment > 0 && !block_per_row && Use(paths.small_kernel, small_fits);
   const KernelVariant variant = Use(paths.latency_kernel, block_per_row)     ? kLatencyKernel
                                 : p.paired_factors && !block_per_row         ? kPairedKernel
+                                : small                                      ? kSmallKernel
                                 : Use(paths.high_occupancy, problem.k <= 32) ? kHighOccupancyKernel
                                                                              : kDefaultKernel;
   const bool spare_warp =

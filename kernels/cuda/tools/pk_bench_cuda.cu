@@ -1,4 +1,4 @@
-// pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants] [--extra]
+// pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants] [--part NAME] [--extra]
 //
 // Kernel benchmark of the CUDA top-k. For each configuration of issue 4's table: rows/s by CUDA
 // events (median of N timed launches after warm-up), over fresh random normal inputs rotated among
@@ -8,9 +8,9 @@
 // copy-out time, for batches of 1 to 65 536 rows (a short spin kernel ahead of each timed region
 // keeps host enqueueing out of the GPU times). With --variants, each configuration is also timed
 // with each of the kernel's alternative paths (launch.h's KernelPaths) turned off in turn, to
-// choose the defaults by measurement. --extra times other shapes instead (two factors of width
-// <= 256 at other k and widths; no reference, no latency table). Prints a table and one JSON line
-// per result.
+// choose the defaults by measurement (--part NAME: that part alone). --extra times other shapes
+// instead (two factors of width <= 256 at other k and widths, and shapes whose widths are all
+// <= 64; no reference, no latency table). Prints a table and one JSON line per result.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -164,6 +164,7 @@ int main(int argc, char** argv) {
   int repeats = 15;
   int only = -1;  // run only the I-th throughput configuration, and no latency table
   bool extra = false;  // other shapes than the issue's (no reference), and no latency table
+  std::string part;    // with --variants: time only this part (its name in the table), else all
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     if (arg == "--quick") {
@@ -176,9 +177,12 @@ int main(int argc, char** argv) {
       variants = true;
     } else if (arg == "--extra") {
       extra = true;
+    } else if (arg == "--part" && a + 1 < argc) {
+      part = argv[++a];
     } else {
       std::fprintf(stderr,
-                   "usage: pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants] [--extra]\n");
+                   "usage: pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants] "
+                   "[--part NAME] [--extra]\n");
       return 2;
     }
   }
@@ -213,6 +217,13 @@ int main(int argc, char** argv) {
       {{256, 256}, 32, pk::DType::kBFloat16, 0},  {{256, 256}, 128, pk::DType::kBFloat16, 0},
       {{256, 256}, 256, pk::DType::kBFloat16, 0}, {{128, 128}, 64, pk::DType::kBFloat16, 0},
       {{200, 100}, 64, pk::DType::kBFloat16, 0},
+      // Every width <= 64: the small-factor kernel where shared memory lets its blocks in.
+      {{64, 64}, 64, pk::DType::kBFloat16, 0},
+      {{32, 32, 32}, 64, pk::DType::kBFloat16, 0},
+      {{16, 16, 16, 16}, 32, pk::DType::kBFloat16, 0},
+      {{32, 32, 32, 32}, 32, pk::DType::kFloat32, 0},
+      {{64, 64, 64}, 32, pk::DType::kBFloat16, 0},
+      {{8, 8, 8, 8}, 16, pk::DType::kFloat32, 0},
   };
   const std::vector<Config>& configs = extra ? extra_configs : issue_configs;
   const size_t batch_bytes = quick ? (size_t{64} << 20) : (size_t{512} << 20);
@@ -274,8 +285,10 @@ int main(int argc, char** argv) {
           {"occupancy", &pk::cuda::KernelPaths::high_occupancy},
           {"latency", &pk::cuda::KernelPaths::latency_kernel},
           {"paired", &pk::cuda::KernelPaths::paired_factors},
-          {"halves", &pk::cuda::KernelPaths::half_selection}};
+          {"halves", &pk::cuda::KernelPaths::half_selection},
+          {"small", &pk::cuda::KernelPaths::small_kernel}};
       for (const auto& [name, member] : parts) {
+        if (!part.empty() && part != name) continue;
         for (Choice choice : {Choice::kOff, Choice::kOn}) {
           pk::cuda::KernelPaths paths;
           paths.*member = choice;

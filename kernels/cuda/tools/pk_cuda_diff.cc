@@ -197,6 +197,7 @@ pk::cuda::KernelPaths DrawPaths(bool vary, Random& random) {
   paths.latency_kernel = draw();
   paths.paired_factors = draw();
   paths.half_selection = draw();
+  paths.small_kernel = draw();
   return paths;
 }
 
