@@ -1,4 +1,4 @@
-// pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants] [--extra]
+// pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants] [--extra] [--latency]
 //
 // Kernel benchmark of the CUDA top-k. For each configuration of issue 4's table: rows/s by CUDA
 // events (median of N timed launches after warm-up), over fresh random normal inputs rotated among
@@ -164,6 +164,7 @@ int main(int argc, char** argv) {
   int repeats = 15;
   int only = -1;  // run only the I-th throughput configuration, and no latency table
   bool extra = false;  // other shapes than the issue's (no reference), and no latency table
+  bool latency_only = false;  // the latency table alone
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     if (arg == "--quick") {
@@ -176,9 +177,11 @@ int main(int argc, char** argv) {
       variants = true;
     } else if (arg == "--extra") {
       extra = true;
+    } else if (arg == "--latency") {
+      latency_only = true;
     } else {
       std::fprintf(stderr,
-                   "usage: pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants] [--extra]\n");
+                   "usage: pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants] [--extra] [--latency]\n");
       return 2;
     }
   }
@@ -225,6 +228,7 @@ int main(int argc, char** argv) {
   for (size_t index = 0; index < configs.size(); ++index) {
     const Config& config = configs[index];
     if (only >= 0 && static_cast<int>(index) != only) continue;
+    if (latency_only) break;
     const pk::Problem problem =
         pk::ValidateProblem(config.widths, config.k, config.dtype).value();
     const size_t rows = batch_bytes / problem.row_bytes();
