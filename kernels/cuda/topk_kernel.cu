@@ -1582,7 +1582,7 @@ KernelFunction KernelOf(KernelVariant variant) {
     if (variant == kPairedKernel) return &TopKKernel<T, T::kMinBlocks, false, true>;
   }
   return variant == kHighOccupancyKernel ? &TopKKernel<T, T::kMoreBlocks, false>
-         : variant == kLatencyKernel     ? &TopKKernel<T, T::kMinBlocks, true>
+         : variant == kLatencyKernel     ? &TopKKernel<T, 1, true>
                                          : &TopKKernel<T, T::kMinBlocks, false>;
 }
 
