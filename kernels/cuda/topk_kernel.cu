@@ -3,7 +3,10 @@
 // One warp computes one row; a block's warps take rows in a grid-stride loop, and all scratch
 // lives in the warp's slice of shared memory. Small batches instead get a block of F warps per row
 // (warp f ranks factor f, then warp 0 pairs and writes), for latency, from a kernel instance of
-// its own in which a spare warp builds the pair table while the others load the row. Factors: when
+// its own in which a spare warp builds the pair table (and copies the stage bounds' corners beside
+// it, having touched the parameters for the others) while the others load the row; that instance
+// has no register cap and keeps its rare stage form out of line, off the lone pairing warp's code
+// path. Factors: when
 // every width is at most 64, one segmented register sort ranks all of them at once (factor f's
 // columns are segment f of the warp's keys). Two bfloat16 factors of width at most 256 (a warp per
 // row): a kernel instance of its own holds both factors in registers, a block of each a lane, and
@@ -317,7 +320,8 @@ __device__ void BuildPairTables(const KernelParams& p, uint16_t* table) {
 }
 
 // Reads one word of every 64 bytes of the parameters, so that the multiprocessor's constant cache
-// holds them before the other warps' first reads (the latency kernel's launches find it cold).
+// holds them before the other warps' first reads of them (each launch brings new parameters; on
+// the H200 this took about 0.25 us off the latency kernel's 1-64-row launches, NOTES.md v14-c).
 // Returns the words' XOR, for the caller to consume (an unused load is removed).
 __device__ __forceinline__ uint32_t TouchParameters(const KernelParams& p) {
   const uint32_t* words = reinterpret_cast<const uint32_t*>(&p);
@@ -1183,6 +1187,19 @@ __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const ui
   __syncwarp();
 }
 
+// The latency kernel's CutStage, out of line: its rows mostly take LeanStage, and an inlined copy
+// (about 2 300 instructions) would lie between the pairing warp's stage and output code; that warp
+// runs alone on the row's critical path, and waiting for instruction fetch is a large part of its
+// time (NOTES.md, v14-c). The warp's memory is rebuilt from its slice (a reference argument would
+// go through local memory).
+template <class T>
+__device__ __noinline__ void CutStageApart(const KernelParams& p, uint8_t* slice,
+                                           const uint16_t* table, int f, const float* run_value,
+                                           bool ordered) {
+  const WarpMemory<T> m(p, slice);
+  CutStage<T, true>(p, m, table, f, run_value, ordered);
+}
+
 // RankPairedFactors where the launch takes that path (bfloat16 only; a warp per row). Returns
 // whether it ranked the row.
 template <class T>
@@ -1230,7 +1247,13 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
   uint64_t* order64 = m.candidates;
   for (int f = 1; f <= last; ++f) {
     if (!(p.lean[f] && LeanStage<T, kLatency>(p, m, table, f, run_value))) {
-      CutStage<T, kLatency>(p, m, table, f, run_value, f < last);
+      if constexpr (kLatency) {
+        // m is warp 0's own slice in block-per-row mode, the warp's own otherwise.
+        uint8_t* slice = reinterpret_cast<uint8_t*>(m.list_value) - p.lists_offset;
+        CutStageApart<T>(p, slice, table, f, run_value, f < last);
+      } else {
+        CutStage<T>(p, m, table, f, run_value, f < last);
+      }
     }
     clock.Mark(kPhaseStage1 + f - 1);
     const uint32_t* codes = m.scores;
@@ -1567,8 +1590,10 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
 using KernelFunction = void (*)(KernelParams);
 
 // The kernels of a type: the default register budget, the high-occupancy one (fewer registers,
-// more resident warps), the latency kernel (default budget; see TopKKernel and Launch) and the
-// paired kernel (default budget; bfloat16 only: float32 gets its default kernel).
+// more resident warps), the latency kernel (no register cap: its launches put one or two blocks of
+// at most 4 warps on a multiprocessor, and the default cap spilled on its lone pairing warp's
+// path; see TopKKernel and Launch) and the paired kernel (default budget; bfloat16 only: float32
+// gets its default kernel).
 enum KernelVariant : int {
   kDefaultKernel,
   kHighOccupancyKernel,
