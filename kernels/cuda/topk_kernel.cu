@@ -3,7 +3,10 @@
 // One warp computes one row; a block's warps take rows in a grid-stride loop, and all scratch
 // lives in the warp's slice of shared memory. Small batches instead get a block of F warps per row
 // (warp f ranks factor f, then warp 0 pairs and writes), for latency, from a kernel instance of
-// its own in which a spare warp builds the pair table while the others load the row. Factors: when
+// its own in which a spare warp builds the pair table (and copies the stage bounds' corners beside
+// it, having touched the parameters for the others) while the others load the row; that instance
+// has no register cap and keeps its rare stage form out of line, off the lone pairing warp's code
+// path. Factors: when
 // every width is at most 64, one segmented register sort ranks all of them at once (factor f's
 // columns are segment f of the warp's keys); a warp per row, such rows run in a kernel instance
 // of their own, which holds no other factor path, needs fewer registers and so keeps more warps
@@ -234,6 +237,9 @@ struct KernelParams {
   // half_select_maxima: RankPairedFactors' thresholds where kf is half the maxima's segment.
   int half_select[kMaxFactors];
   int half_select_maxima;
+  // The latency kernel only (last, as above): where its table's warp copies the stage bounds'
+  // corners (bytes into the block's shared memory, after the pair table).
+  uint32_t corner_offset;
 };
 
 // A warp's slice of shared memory, typed.
@@ -305,8 +311,27 @@ __device__ void BuildPairTables(const KernelParams& p, uint16_t* table) {
       for (int j = 0; j < length; ++j) out[start + j] = static_cast<uint16_t>((i << 8) | j);
       base += __shfl_sync(kFullMask, inclusive, 31);
     }
+    if (kAnyWarp) {
+      // The stage bounds' corners, for StageBound<true>: rectangles, then the staircase.
+      uint16_t* corners = reinterpret_cast<uint16_t*>(reinterpret_cast<uint8_t*>(table) + p.corner_offset) +
+                          (f - 1) * 2 * kMaxCorners;
+      corners[lane] = p.corners[f][lane];
+      corners[kMaxCorners + lane] = p.stair[f][lane];
+    }
   }
   EmulatorDeclareTable(p, reinterpret_cast<const uint8_t*>(table));
+}
+
+// Reads one word of every 64 bytes of the parameters, so that the multiprocessor's constant cache
+// holds them before the other warps' first reads of them (each launch brings new parameters; on
+// the H200 this took about 0.25 us off the latency kernel's 1-64-row launches, NOTES.md v14-c).
+// Returns the words' XOR, for the caller to consume (an unused load is removed).
+__device__ __forceinline__ uint32_t TouchParameters(const KernelParams& p) {
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(&p);
+  constexpr int kWords = static_cast<int>(sizeof(KernelParams) / 4);
+  uint32_t touched = 0;
+  for (int w = LaneId() * 16; w < kWords; w += 32 * 16) touched ^= words[w];
+  return touched;
 }
 
 // Loads block `b` of a chunk (bytes [b*16, b*16+16) of the aligned window that starts 16-byte
@@ -808,13 +833,25 @@ __device__ __forceinline__ uint32_t CandidateScore(uint32_t code, const float* r
 // rectangles of kept pairs, or the worst corner of the hyperbolic staircase of at least kept pairs,
 // whichever is higher (every member of such a set scores at least that corner's score). The
 // staircase follows the level lines of the sum of two sorted lists, so it is much the tighter.
+// kLatency: the corners come from the copy in shared memory that the table's warp wrote
+// (BuildPairTables), not from the parameters: a lane-indexed parameter read costs a constant-cache
+// access per distinct address, on the lone pairing warp's path (NOTES.md, v14-c).
+template <bool kLatency = false>
 __device__ __forceinline__ uint32_t StageBound(const KernelParams& p, int f, const float* run_value,
-                                               const float* factor_value) {
+                                               const float* factor_value, const uint16_t* table) {
   const int lane = LaneId();
   uint32_t rectangle = 0;
   uint32_t staircase = 0xffffffffu;
-  if (lane < p.corner_count[f]) rectangle = CandidateScore(p.corners[f][lane], run_value, factor_value);
-  if (lane < p.stair_count[f]) staircase = CandidateScore(p.stair[f][lane], run_value, factor_value);
+  if constexpr (kLatency) {
+    const uint16_t* corners = reinterpret_cast<const uint16_t*>(
+        reinterpret_cast<const uint8_t*>(table) + p.corner_offset) + (f - 1) * 2 * kMaxCorners;
+    if (lane < p.corner_count[f]) rectangle = CandidateScore(corners[lane], run_value, factor_value);
+    if (lane < p.stair_count[f]) staircase = CandidateScore(corners[kMaxCorners + lane], run_value, factor_value);
+  } else {
+    if (lane < p.corner_count[f]) rectangle = CandidateScore(p.corners[f][lane], run_value, factor_value);
+    if (lane < p.stair_count[f]) staircase = CandidateScore(p.stair[f][lane], run_value, factor_value);
+  }
+  (void)table;
   rectangle = __reduce_max_sync(kFullMask, rectangle);
   staircase = __reduce_min_sync(kFullMask, staircase);
   return p.stair_count[f] > 0 ? max(rectangle, staircase) : rectangle;
@@ -825,13 +862,13 @@ __device__ __forceinline__ uint32_t StageBound(const KernelParams& p, int f, con
 // above the bound, stripped of the trailing zero bits they all share, fit beside the tie bits
 // (bfloat16 sums nearly always do), else 64. Writes the kept pair codes, best first, to m.scores.
 // Returns false, having written nothing, when more than kStageCapacity candidates reach the bound.
-template <class T>
+template <class T, bool kLatency = false>
 __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
                           int f, const float* run_value) {
   const int lane = LaneId();
   const unsigned lanes_below = (1u << lane) - 1u;
   const float* factor_value = m.list_value + f * p.list_capacity;
-  const uint32_t bound = StageBound(p, f, run_value, factor_value);
+  const uint32_t bound = StageBound<kLatency>(p, f, run_value, factor_value, table);
   const uint16_t* pairs = table + p.table_offset[f];
   const int total = p.candidates[f];
   int count = 0;
@@ -1036,13 +1073,13 @@ __device__ __forceinline__ int StoreSurvivors(const WarpMemory<T>& m, const uint
 // it all taken and the few tied on it ranked by (i + j, i); 64-bit keys order the kept pairs where
 // a later stage needs them (`ordered`). Writes the kept pair codes (best first when ordered) to
 // m.scores.
-template <class T>
+template <class T, bool kLatency = false>
 __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table, int f,
                          const float* run_value, bool ordered) {
   const int lane = LaneId();
   const unsigned lanes_below = (1u << lane) - 1u;
   const float* factor_value = m.list_value + f * p.list_capacity;
-  uint32_t bound = StageBound(p, f, run_value, factor_value);
+  uint32_t bound = StageBound<kLatency>(p, f, run_value, factor_value, table);
   const uint16_t* pairs = table + p.table_offset[f];
   const int total = p.candidates[f];
   const int kept = p.kept[f];
@@ -1153,6 +1190,19 @@ __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const ui
   __syncwarp();
 }
 
+// The latency kernel's CutStage, out of line: its rows mostly take LeanStage, and an inlined copy
+// (about 2 300 instructions) would lie between the pairing warp's stage and output code; that warp
+// runs alone on the row's critical path, and waiting for instruction fetch is a large part of its
+// time (NOTES.md, v14-c). The warp's memory is rebuilt from its slice (a reference argument would
+// go through local memory).
+template <class T>
+__device__ __noinline__ void CutStageApart(const KernelParams& p, uint8_t* slice,
+                                           const uint16_t* table, int f, const float* run_value,
+                                           bool ordered) {
+  const WarpMemory<T> m(p, slice);
+  CutStage<T, true>(p, m, table, f, run_value, ordered);
+}
+
 // RankPairedFactors where the launch takes that path (bfloat16 only; a warp per row). Returns
 // whether it ranked the row.
 template <class T>
@@ -1182,7 +1232,7 @@ __device__ void RankFactors(const KernelParams& p, const WarpMemory<T>& m, const
 // entries carry their slot so far and their factor ranks (8 bits each), so that the output needs
 // neither a division nor a reload of the row: a value is recomputed from the lists' values, and
 // only a -inf there (a NaN or -inf score) sends it back to the raw element.
-template <class T>
+template <class T, bool kLatency = false>
 __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
                              const uint8_t* scores, unsigned long long row, PhaseClock& clock) {
   constexpr int kBytes = T::kElementBytes;
@@ -1199,7 +1249,15 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
   uint32_t* ranks_at = reinterpret_cast<uint32_t*>(m.candidates_chosen);
   uint64_t* order64 = m.candidates;
   for (int f = 1; f <= last; ++f) {
-    if (!(p.lean[f] && LeanStage<T>(p, m, table, f, run_value))) CutStage<T>(p, m, table, f, run_value, f < last);
+    if (!(p.lean[f] && LeanStage<T, kLatency>(p, m, table, f, run_value))) {
+      if constexpr (kLatency) {
+        // m is warp 0's own slice in block-per-row mode, the warp's own otherwise.
+        uint8_t* slice = reinterpret_cast<uint8_t*>(m.list_value) - p.lists_offset;
+        CutStageApart<T>(p, slice, table, f, run_value, f < last);
+      } else {
+        CutStage<T>(p, m, table, f, run_value, f < last);
+      }
+    }
     clock.Mark(kPhaseStage1 + f - 1);
     const uint32_t* codes = m.scores;
     const float* factor_value = m.list_value + f * cap;
@@ -1340,7 +1398,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
   uint8_t* shared = DynamicShared();
   uint16_t* table = reinterpret_cast<uint16_t*>(shared);
   if constexpr (kLatency) {
-    if (static_cast<int>(threadIdx.x >> 5) == p.table_warp) BuildPairTables<true>(p, table);
+    if (static_cast<int>(threadIdx.x >> 5) == p.table_warp) {
+      const uint32_t touched = TouchParameters(p);
+      BuildPairTables<true>(p, table);
+      // Never true (rows > 0 in every launch); keeps the touching loads.
+      if (touched == 0x9e3779b9u && p.rows == 0) table[0] = 0;
+    }
     if (p.warps_per_row == 1) __syncthreads();
   } else {
     BuildPairTables<false>(p, table);
@@ -1377,7 +1440,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
       __syncthreads();
       clock.Mark(kPhaseWait);
     }
-    if (!block_per_row || warp == 0) PairAndWrite<T>(p, m, table, scores, row, clock);
+    if (!block_per_row || warp == 0) PairAndWrite<T, kLatency>(p, m, table, scores, row, clock);
     if (block_per_row) {
       __syncthreads();
       clock.Mark(kPhaseWait);
@@ -1558,8 +1621,10 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
 using KernelFunction = void (*)(KernelParams);
 
 // The kernels of a type: the default register budget, the high-occupancy one (fewer registers,
-// more resident warps), the latency kernel (default budget; see TopKKernel and Launch) and the
-// paired kernel (default budget; bfloat16 only: float32 gets its default kernel).
+// more resident warps), the latency kernel (no register cap: its launches put one or two blocks of
+// at most 4 warps on a multiprocessor, and the default cap spilled on its lone pairing warp's
+// path; see TopKKernel and Launch) and the paired kernel (default budget; bfloat16 only: float32
+// gets its default kernel).
 enum KernelVariant : int {
   kDefaultKernel,
   kHighOccupancyKernel,
@@ -1575,7 +1640,7 @@ KernelFunction KernelOf(KernelVariant variant) {
   }
   if (variant == kSmallKernel) return &TopKSmallKernel<T, T::kSmallBlocks>;
   return variant == kHighOccupancyKernel ? &TopKKernel<T, T::kMoreBlocks, false>
-         : variant == kLatencyKernel     ? &TopKKernel<T, T::kMinBlocks, true>
+         : variant == kLatencyKernel     ? &TopKKernel<T, 1, true>
                                          : &TopKKernel<T, T::kMinBlocks, false>;
 }
 
@@ -1677,6 +1742,11 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   const int warps = block_per_row ? problem.factors + (spare_warp ? 1 : 0) : kWarpsPerBlock;
   p.warps_per_row = block_per_row ? problem.factors : 1;
   p.table_warp = spare_warp ? problem.factors : 0;
+  if (variant == kLatencyKernel) {
+    // The latency kernel's copy of the stage bounds' corners follows the pair table.
+    p.corner_offset = p.table_bytes;
+    p.table_bytes += RoundUp16(uint64_t{kMaxFactors - 1} * 2 * kMaxCorners * 2);
+  }
   const size_t slices = block_per_row ? static_cast<size_t>(problem.factors) : kWarpsPerBlock;
   const size_t shared = size_t{p.table_bytes} + slices * p.warp_bytes;
   if (shared > shared_per_block_) return cudaErrorInvalidConfiguration;

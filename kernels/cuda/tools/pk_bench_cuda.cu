@@ -1,4 +1,5 @@
 // pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants] [--part NAME] [--extra]
+//               [--latency]
 //
 // Kernel benchmark of the CUDA top-k. For each configuration of issue 4's table: rows/s by CUDA
 // events (median of N timed launches after warm-up), over fresh random normal inputs rotated among
@@ -10,7 +11,8 @@
 // with each of the kernel's alternative paths (launch.h's KernelPaths) turned off in turn, to
 // choose the defaults by measurement (--part NAME: that part alone). --extra times other shapes
 // instead (two factors of width <= 256 at other k and widths, and shapes whose widths are all
-// <= 64; no reference, no latency table). Prints a table and one JSON line per result.
+// <= 64; no reference, no latency table); --latency times the latency table alone. Prints a table
+// and one JSON line per result.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -165,6 +167,7 @@ int main(int argc, char** argv) {
   int only = -1;  // run only the I-th throughput configuration, and no latency table
   bool extra = false;  // other shapes than the issue's (no reference), and no latency table
   std::string part;    // with --variants: time only this part (its name in the table), else all
+  bool latency_only = false;  // the latency table alone
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     if (arg == "--quick") {
@@ -179,10 +182,12 @@ int main(int argc, char** argv) {
       extra = true;
     } else if (arg == "--part" && a + 1 < argc) {
       part = argv[++a];
+    } else if (arg == "--latency") {
+      latency_only = true;
     } else {
       std::fprintf(stderr,
                    "usage: pk-bench-cuda [--quick] [--repeats N] [--only I] [--variants] "
-                   "[--part NAME] [--extra]\n");
+                   "[--part NAME] [--extra] [--latency]\n");
       return 2;
     }
   }
@@ -236,6 +241,7 @@ int main(int argc, char** argv) {
   for (size_t index = 0; index < configs.size(); ++index) {
     const Config& config = configs[index];
     if (only >= 0 && static_cast<int>(index) != only) continue;
+    if (latency_only) break;
     const pk::Problem problem =
         pk::ValidateProblem(config.widths, config.k, config.dtype).value();
     const size_t rows = batch_bytes / problem.row_bytes();
