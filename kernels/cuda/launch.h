@@ -35,6 +35,11 @@ struct KernelPaths {
   Choice half_selection = Choice::kAuto;  // a k-th largest key (CutStage's cut, the paired
                                           // factors' thresholds) from two sorted halves and one
                                           // merge step instead of a full sort
+  Choice paired_sort = Choice::kAuto;     // the paired kernel ranks both factors by one sort of
+                                          // all their elements, not thresholds and survivors (by
+                                          // default where k >= 64 and a factor is wider than 128)
+  Choice prefetch_rows = Choice::kAuto;   // with paired_sort: a warp's next row copied to shared
+                                          // memory (cp.async) while it ranks the current one
 };
 
 class TopKLauncher {

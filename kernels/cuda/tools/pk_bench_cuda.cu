@@ -274,7 +274,9 @@ int main(int argc, char** argv) {
           {"occupancy", &pk::cuda::KernelPaths::high_occupancy},
           {"latency", &pk::cuda::KernelPaths::latency_kernel},
           {"paired", &pk::cuda::KernelPaths::paired_factors},
-          {"halves", &pk::cuda::KernelPaths::half_selection}};
+          {"halves", &pk::cuda::KernelPaths::half_selection},
+          {"paired_sort", &pk::cuda::KernelPaths::paired_sort},
+          {"prefetch", &pk::cuda::KernelPaths::prefetch_rows}};
       for (const auto& [name, member] : parts) {
         for (Choice choice : {Choice::kOff, Choice::kOn}) {
           pk::cuda::KernelPaths paths;

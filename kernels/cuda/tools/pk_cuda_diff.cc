@@ -197,6 +197,8 @@ pk::cuda::KernelPaths DrawPaths(bool vary, Random& random) {
   paths.latency_kernel = draw();
   paths.paired_factors = draw();
   paths.half_selection = draw();
+  paths.paired_sort = draw();
+  paths.prefetch_rows = draw();
   return paths;
 }
 
