@@ -6,13 +6,15 @@
 // its own in which a spare warp builds the pair table (and copies the stage bounds' corners beside
 // it, having touched the parameters for the others) while the others load the row; that instance
 // has no register cap and keeps its rare stage form out of line, off the lone pairing warp's code
-// path. Factors: when
-// every width is at most 64, one segmented register sort ranks all of them at once (factor f's
-// columns are segment f of the warp's keys); a warp per row, such rows run in a kernel instance
-// of their own, which holds no other factor path, needs fewer registers and so keeps more warps
-// resident. Two bfloat16 factors of width at most 256 (a warp per row): a kernel instance of its
-// own holds both factors in registers, a block of each a lane, and runs SelectFactor's two sorts
-// (group maxima, survivors) for both factors at once, as the two segments of one register sort.
+// path. Factors: when every width is at most 64, one segmented register sort ranks all of them at
+// once (factor f's columns are segment f of the warp's keys); a warp per row, such rows run in a
+// kernel instance of their own, which holds no other factor path, needs fewer registers and so
+// keeps more warps resident. Two bfloat16 factors of width at most 256 (a warp per row): a kernel
+// instance of its own holds both factors in registers, a block of each a lane, and runs
+// SelectFactor's two sorts (group maxima, survivors) for both factors at once, as the two segments
+// of one register sort; where k >= 64 and a factor is wider than 128 it instead sorts all elements
+// of both factors as two segments of 256 keys (no threshold, no survivors), and copies the warp's
+// next row into shared memory (cp.async) while it ranks this one.
 // Otherwise the warp streams each factor through a shared staging buffer in chunks of 1 024
 // elements (16-byte loads, any element alignment). On the first chunk it takes the maximum of each
 // small group of elements (2 to 8 elements of one 16-byte block, about 2 kf groups) and the kf-th
@@ -240,6 +242,11 @@ struct KernelParams {
   // The latency kernel only (last, as above): where its table's warp copies the stage bounds'
   // corners (bytes into the block's shared memory, after the pair table).
   uint32_t corner_offset;
+  // The paired kernel ranks both factors by one sort of all their elements (SortPairedFactors)
+  // instead of thresholds and a sort of the survivors (RankPairedFactors).
+  int paired_sort;
+  // With paired_sort: bytes a warp for the prefetch of its next row (0: none), after the slices.
+  uint32_t prefetch_bytes;
 };
 
 // A warp's slice of shared memory, typed.
@@ -819,6 +826,123 @@ __device__ __noinline__ bool RankPairedFactors(const KernelParams& p, float* lis
   return true;
 }
 
+// Ranks both factors of a two-factor bfloat16 row whose widths are at most 256 (p.paired_factors)
+// by one register sort of all their elements: lanes 0-15 hold factor 0's blocks, lanes 16-31 factor
+// 1's, two blocks a lane, each element as its distinct composite key (ordered value << 16 |
+// column; 0, below every real key, outside the factor), and the two segments of 256 keys are
+// sorted at once, 16 keys a lane: 10 exchange steps, where RankPairedFactors takes 17 in its two
+// sorts besides the maxima, the threshold, the marking and the survivors' compaction. The sorted
+// segments are SelectFactor's lists (the same keys ranked the same way), for every kf up to 256.
+// exchange: 512 keys, warp-private, 16-byte aligned.
+// Prefetch (p.prefetch_bytes > 0: 1 KB a warp, after all the slices): the full blocks of the
+// warp's next row (`next`, or nullptr for none) are copied there asynchronously once this row's are
+// read, so that the next row's loads wait on shared memory, not DRAM; `prefetched` says that the
+// previous call did so for this row (every row but the warp's first). Returns false, having
+// written no list, when a factor spans more than 32 blocks (a misaligned width above 248):
+// SelectFactor ranks that row.
+__device__ __noinline__ bool SortPairedFactors(const KernelParams& p, float* list_value,
+                                               uint32_t* list_column, uint32_t* exchange,
+                                               const uint8_t* scores, const uint8_t* next,
+                                               bool prefetched) {
+  using T = Bf16Type;
+  constexpr int E = 16;
+  const int lane = LaneId();
+  uint8_t* staged = nullptr;
+  if (p.prefetch_bytes > 0) {
+    staged = DynamicShared() + p.table_bytes + (blockDim.x >> 5) * p.warp_bytes +
+             (threadIdx.x >> 5) * p.prefetch_bytes;
+  }
+  prefetched = prefetched && staged != nullptr;
+  const int f = lane >> 4;
+  const uint32_t offset = f == 0 ? p.offset[0] : p.offset[1];
+  const uint32_t width = f == 0 ? p.width[0] : p.width[1];
+  // A factor's bytes [begin, end) in the aligned window of the row at `row`.
+  auto window_of = [&](const uint8_t* row, int& begin, int& end) {
+    const uintptr_t address = reinterpret_cast<uintptr_t>(row) + uintptr_t{offset} * 2u;
+    begin = static_cast<int>(address & 15u);
+    end = begin + static_cast<int>(width) * 2;
+    return reinterpret_cast<const uint8_t*>(address - static_cast<uintptr_t>(begin));
+  };
+  auto full = [](int b, int begin, int end) { return b * 16 >= begin && b * 16 + 16 <= end; };
+  uint8_t* lane_staged = staged + lane * 32;
+  // Starts the next row's copies (once this row's staged blocks are read or not needed).
+  auto prefetch_next = [&]() {
+    if (staged == nullptr || next == nullptr) return;
+    int next_begin;
+    int next_end;
+    const uint8_t* next_window = window_of(next, next_begin, next_end);
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int b = 2 * (lane & 15) + q;
+      if (full(b, next_begin, next_end)) CopyToSharedAsync(lane_staged + 16 * q, next_window + 16 * b);
+    }
+  };
+  if (prefetched) WaitCopiesToShared();
+  int begin;
+  int end;
+  const uint8_t* window = window_of(scores, begin, end);
+  const int blocks = (end + 15) / 16;
+  if (__any_sync(kFullMask, blocks > 32)) {
+    prefetch_next();
+    return false;
+  }
+  uint32_t keys[E];
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const int b = 2 * (lane & 15) + q;
+    uint32_t data[4] = {};
+    uint32_t valid = 0;
+    if (b < blocks) {
+      if (prefetched && full(b, begin, end)) {
+        const uint4 v = *AsVectors(lane_staged + 16 * q);
+        data[0] = v.x;
+        data[1] = v.y;
+        data[2] = v.z;
+        data[3] = v.w;
+      } else {
+        LoadBlock<T>(window, b, begin, end, data);
+      }
+      valid = ValidBits<T>(b, begin, end);
+    }
+#pragma unroll
+    for (int h = 0; h < 8; ++h) {
+      const uint32_t bits = (data[h >> 1] >> (16 * (h & 1))) & 0xffffu;
+      const uint32_t column = static_cast<uint32_t>(b * 8 + h - begin / 2);
+      keys[q * 8 + h] = (valid >> h) & 1u
+                            ? (uint32_t{OrderedKeyBf16(static_cast<uint16_t>(bits))} << 16) | column
+                            : 0u;
+    }
+  }
+  WarpSortSegments<E>(keys, exchange, 16 * E);
+  prefetch_next();  // this row's blocks are read: the sort used them all
+  // Lane l holds ranks (l & 15) * 16 + e of factor l >> 4.
+  const int kf = f == 0 ? p.list_size[0] : p.list_size[1];
+  const int first = (lane & 15) * E;
+  float* values = list_value + f * p.list_capacity + first;
+  uint32_t* columns = list_column + f * p.list_capacity + first;
+  if (first + E <= kf) {
+#pragma unroll
+    for (int v = 0; v < E / 4; ++v) {
+      AsVectors(values)[v] = make_uint4(__float_as_uint(T::KeyValue(keys[4 * v])),
+                                        __float_as_uint(T::KeyValue(keys[4 * v + 1])),
+                                        __float_as_uint(T::KeyValue(keys[4 * v + 2])),
+                                        __float_as_uint(T::KeyValue(keys[4 * v + 3])));
+      AsVectors(columns)[v] = make_uint4(T::KeyColumn(keys[4 * v]), T::KeyColumn(keys[4 * v + 1]),
+                                         T::KeyColumn(keys[4 * v + 2]), T::KeyColumn(keys[4 * v + 3]));
+    }
+  } else if (first < kf) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      if (first + e < kf) {
+        values[e] = T::KeyValue(keys[e]);
+        columns[e] = T::KeyColumn(keys[e]);
+      }
+    }
+  }
+  __syncwarp();
+  return true;
+}
+
 // A stage candidate's pair code i << 8 | j (i, j < 256).
 __device__ __forceinline__ int CodeRow(uint32_t code) { return static_cast<int>(code >> 8); }
 __device__ __forceinline__ int CodeColumn(uint32_t code) { return static_cast<int>(code & 255u); }
@@ -1205,15 +1329,21 @@ __device__ __noinline__ void CutStageApart(const KernelParams& p, uint8_t* slice
 
 // RankPairedFactors where the launch takes that path (bfloat16 only; a warp per row). Returns
 // whether it ranked the row.
+// With the sort (p.paired_sort): `next` is the warp's next row (or nullptr), and `prefetched`
+// says whether this row is not the warp's first (SortPairedFactors).
 template <class T>
 __device__ __forceinline__ bool RankPairedFactorsOf(const KernelParams& p, const WarpMemory<T>& m,
-                                                    const uint8_t* scores, bool block_per_row) {
+                                                    const uint8_t* scores, bool block_per_row,
+                                                    const uint8_t* next, bool prefetched) {
   if constexpr (T::kElementBytes == 2) {
     if (p.paired_factors && !block_per_row) {
+      if (p.paired_sort) {
+        return SortPairedFactors(p, m.list_value, m.list_column, m.buffer, scores, next, prefetched);
+      }
       return RankPairedFactors(p, m.list_value, m.list_column, m.buffer, scores);
     }
   }
-  (void)p, (void)m, (void)scores, (void)block_per_row;
+  (void)p, (void)m, (void)scores, (void)block_per_row, (void)next, (void)prefetched;
   return false;
 }
 
@@ -1430,9 +1560,17 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
   for (; row < p.rows; row += row_step) {
     EmulatorPoisonScratch(p, slice, block_per_row);
     const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
+    bool paired = false;
+    if constexpr (kPaired) {
+      if (p.small_segment == 0) {
+        const uint8_t* next = row + row_step < p.rows ? scores + row_step * p.row_elements * kBytes : nullptr;
+        // A warp's first row is below row_step; each later one was prefetched by the row before.
+        paired = RankPairedFactorsOf<T>(p, m, scores, block_per_row, next, row >= row_step);
+      }
+    }
     if (p.small_segment > 0) {
       if (!block_per_row || warp == 0) RankSmallFactorsOf<T>(p, m, scores);
-    } else if (!kPaired || !RankPairedFactorsOf<T>(p, m, scores, block_per_row)) {
+    } else if (!paired) {
       RankFactors<T>(p, m, scores, first_factor, factor_step);
     }
     clock.Mark(kPhaseFactors);
@@ -1476,6 +1614,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
   }
   clock.Flush();
 }
+
+// Shared memory the runtime keeps for itself in every resident block (sm_90), besides the
+// kernel's own: part of what limits the blocks a multiprocessor holds.
+constexpr size_t kSharedReservedPerBlock = 1024;
 
 uint32_t RoundUp16(uint64_t bytes) { return static_cast<uint32_t>((bytes + 15) / 16 * 16); }
 
@@ -1579,6 +1721,12 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
                          ? 1
                          : 0;
   p.half_select_maxima = Use(paths.half_selection, true) ? 1 : 0;
+  // Measured on the H200 (pk-bench-cuda --extra --variants): the sort against the thresholds
+  // 256x256 k=64 +4.6 %, k=128 +7.8 %, 200x100 k=64 +1.7 %, but 256x256 k=32 -17 % and 128x128
+  // k=64 -16 % (the sort's 256-key segments against ~40-80 survivors), hence k >= 64 and a
+  // factor wider than 128.
+  p.paired_sort = Use(paths.paired_sort, k >= 64 && widest > 128) ? 1 : 0;
+  p.prefetch_bytes = p.paired_factors && p.paired_sort && Use(paths.prefetch_rows, true) ? 1024 : 0;
   p.bisect_maxima = paths.bisect_maxima == KernelPaths::Choice::kAuto ? 1
                     : paths.bisect_maxima == KernelPaths::Choice::kOn ? 2
                                                                      : 0;
@@ -1716,8 +1864,8 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   const bool block_per_row =
       Use(paths.block_per_row, rows <= static_cast<size_t>(multiprocessors_) * 2);
   // The latency kernel for a block per row (its spare warp builds the pair table while the factor
-  // warps load the row: -0.6 to -0.8 us for 1-256 rows on the H200). Otherwise more resident warps where the
-  // lists are short (k <= 32: 1024x1024 bf16 +8.5 %, 16^4 f32 +14.6 % on the H200; the larger k
+  // warps load the row: -0.6 to -0.8 us for 1-256 rows on the H200). Otherwise more resident
+  // warps where the lists are short (k <= 32: 1024x1024 bf16 +8.5 %, 16^4 f32 +14.6 % on the H200; the larger k
   // measured lost up to 23 %, or gained nothing).
   // Two bfloat16 factors of width <= 256, a warp per row: the paired kernel, before the
   // high-occupancy one (256x256 k=32: 236.5 M rows/s against 170.5 on the H200).
@@ -1729,8 +1877,9 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   const size_t row_per_warp_shared = size_t{p.table_bytes} + kWarpsPerBlock * size_t{p.warp_bytes};
   const int small_blocks =
       problem.dtype == DType::kFloat32 ? Float32Type::kSmallBlocks : Bf16Type::kSmallBlocks;
-  const bool small_fits = shared_per_multiprocessor_ / (row_per_warp_shared + 1024) >=
-                          static_cast<size_t>(small_blocks);
+  const bool small_fits =
+      shared_per_multiprocessor_ / (row_per_warp_shared + kSharedReservedPerBlock) >=
+      static_cast<size_t>(small_blocks);
   const bool small = p.small_segment > 0 && !block_per_row && Use(paths.small_kernel, small_fits);
   const KernelVariant variant = Use(paths.latency_kernel, block_per_row)     ? kLatencyKernel
                                 : p.paired_factors && !block_per_row         ? kPairedKernel
@@ -1748,7 +1897,8 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
     p.table_bytes += RoundUp16(uint64_t{kMaxFactors - 1} * 2 * kMaxCorners * 2);
   }
   const size_t slices = block_per_row ? static_cast<size_t>(problem.factors) : kWarpsPerBlock;
-  const size_t shared = size_t{p.table_bytes} + slices * p.warp_bytes;
+  if (variant != kPairedKernel) p.prefetch_bytes = 0;
+  const size_t shared = size_t{p.table_bytes} + slices * (p.warp_bytes + p.prefetch_bytes);
   if (shared > shared_per_block_) return cudaErrorInvalidConfiguration;
   const KernelFunction kernel = KernelFor(problem.dtype, variant);
   // Blocks resident per multiprocessor, from the limits that bind (computed here rather than by
@@ -1756,7 +1906,8 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   const int registers = kernel_registers_[static_cast<int>(problem.dtype)][variant];
   const int warp_registers = (registers * 32 + 255) / 256 * 256;
   const int by_registers = registers_per_multiprocessor_ / std::max(1, warp_registers * warps);
-  const int by_shared = static_cast<int>(shared_per_multiprocessor_ / (shared + 1024));
+  const int by_shared =
+      static_cast<int>(shared_per_multiprocessor_ / (shared + kSharedReservedPerBlock));
   const int by_threads = 2048 / (32 * warps);
   const int resident = std::max(1, std::min({by_registers, by_shared, by_threads, 32}));
   const size_t wanted = block_per_row ? rows : (rows + warps - 1) / warps;

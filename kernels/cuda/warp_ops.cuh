@@ -38,6 +38,27 @@ __device__ __forceinline__ auto AsVectors(P* pointer) {
   }
 }
 
+// Starts copying 16 bytes from global memory to shared memory without holding a register
+// (cp.async); the bytes are the caller's to read only after WaitCopiesToShared. Pre: both
+// addresses 16-byte aligned. (The emulator copies at once.)
+__device__ __forceinline__ void CopyToSharedAsync(void* shared, const void* global) {
+#if defined(PK_CUDA_EMULATION)
+  *AsVectors(static_cast<uint4*>(shared)) = *AsVectors(static_cast<const uint4*>(global));
+#else
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                   static_cast<unsigned>(__cvta_generic_to_shared(shared))),
+               "l"(global)
+               : "memory");
+#endif
+}
+
+// Waits until the calling thread's CopyToSharedAsync copies have landed.
+__device__ __forceinline__ void WaitCopiesToShared() {
+#if !defined(PK_CUDA_EMULATION)
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
 // The calling thread's lane (0..31).
 __device__ __forceinline__ int LaneId() { return static_cast<int>(threadIdx.x & 31u); }
 

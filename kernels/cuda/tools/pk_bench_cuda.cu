@@ -292,7 +292,9 @@ int main(int argc, char** argv) {
           {"latency", &pk::cuda::KernelPaths::latency_kernel},
           {"paired", &pk::cuda::KernelPaths::paired_factors},
           {"halves", &pk::cuda::KernelPaths::half_selection},
-          {"small", &pk::cuda::KernelPaths::small_kernel}};
+          {"small", &pk::cuda::KernelPaths::small_kernel},
+          {"paired_sort", &pk::cuda::KernelPaths::paired_sort},
+          {"prefetch", &pk::cuda::KernelPaths::prefetch_rows}};
       for (const auto& [name, member] : parts) {
         if (!part.empty() && part != name) continue;
         for (Choice choice : {Choice::kOff, Choice::kOn}) {

@@ -198,6 +198,8 @@ pk::cuda::KernelPaths DrawPaths(bool vary, Random& random) {
   paths.paired_factors = draw();
   paths.half_selection = draw();
   paths.small_kernel = draw();
+  paths.paired_sort = draw();
+  paths.prefetch_rows = draw();
   return paths;
 }
 
