@@ -1865,8 +1865,8 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
       Use(paths.block_per_row, rows <= static_cast<size_t>(multiprocessors_) * 2);
   // The latency kernel for a block per row (its spare warp builds the pair table while the factor
   // warps load the row: -0.6 to -0.8 us for 1-256 rows on the H200). Otherwise more resident
-  // warps where the lists are short (k <= 32: 1024x1024 bf16 +8.5 %, 16^4 f32 +14.6 % on the H200; the larger k
-  // measured lost up to 23 %, or gained nothing).
+  // warps where the lists are short (k <= 32: 1024x1024 bf16 +8.5 %, 16^4 f32 +14.6 % on the
+  // H200; the larger k measured lost up to 23 %, or gained nothing).
   // Two bfloat16 factors of width <= 256, a warp per row: the paired kernel, before the
   // high-occupancy one (256x256 k=32: 236.5 M rows/s against 170.5 on the H200).
   // Every width <= 64 (one register sort ranks the factors), a warp per row: the small-factor
