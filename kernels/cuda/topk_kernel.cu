@@ -981,28 +981,6 @@ __device__ __forceinline__ uint32_t StageBound(const KernelParams& p, int f, con
   return p.stair_count[f] > 0 ? max(rectangle, staircase) : rectangle;
 }
 
-// The kept-th largest of the warp's 32 E keys (E a lane, padding 0), bit by bit from the largest
-// key's highest bit: one warp count a bit, nothing stored or exchanged. Pre: the real keys are
-// distinct and at least `kept` of them (a real key may be 0). Post: exactly `kept` real keys are
-// at least the result (padding is below every trial, each of which has a bit set).
-template <int E>
-__device__ __forceinline__ uint32_t KthLargestByBits(const uint32_t (&keys)[E], int kept) {
-  uint32_t largest = 0;
-#pragma unroll
-  for (int e = 0; e < E; ++e) largest = max(largest, keys[e]);
-  largest = __reduce_max_sync(kFullMask, largest);
-  uint32_t cut = 0;
-#pragma unroll 1
-  for (uint32_t bit = largest == 0 ? 0u : 0x80000000u >> __clz(largest); bit != 0; bit >>= 1) {
-    const uint32_t trial = cut | bit;
-    uint32_t reach = 0;
-#pragma unroll
-    for (int e = 0; e < E; ++e) reach += keys[e] >= trial ? 1u : 0u;
-    if (static_cast<int>(__reduce_add_sync(kFullMask, reach)) >= kept) cut = trial;
-  }
-  return cut;
-}
-
 // Stage f with one sort: the candidates that reach the bound, keyed by (score key, i + j, i) and
 // sorted descending, give the kept best in order. The key is 32 bits when the survivors' distances
 // above the bound, stripped of the trailing zero bits they all share, fit beside the tie bits
@@ -1054,40 +1032,6 @@ __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const u
   const int kept = p.kept[f];
   uint32_t* codes = m.scores;  // read (score keys), then the result
   if ((widest >> zeros) < (1u << (31 - tie_bits)) * 2u) {
-    if constexpr (kLatency && std::is_same_v<T, Bf16Type>) {
-      // The row's last stage: only the kept set matters (the slot sort orders it next), so the
-      // kept-th order key is found in registers (KthLargestByBits) instead of sorting the
-      // survivors, and the kept codes are written unordered. NOTES.md, v15-d.
-      if (f == p.factors - 1 && count <= 4 * 32) {
-        uint32_t keys[4];
-        uint32_t survivor[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e * 32 + lane;
-          survivor[e] = 0;
-          keys[e] = 0;
-          if (r < count) {
-            const uint32_t code = m.survivor_codes[r];
-            const uint32_t i = code >> 8;
-            const uint32_t j = code & 255u;
-            survivor[e] = code;
-            keys[e] = (((m.scores[r] - bound) >> zeros) << tie_bits) | ((i + j) << row_bits) | i;
-          }
-        }
-        const uint32_t cut = KthLargestByBits<4>(keys, kept);
-        __syncwarp();  // every score read before the codes overwrite them
-        int placed = 0;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const bool keep = e * 32 + lane < count && keys[e] >= cut;
-          const unsigned keeping = __ballot_sync(kFullMask, keep);
-          if (keep) codes[placed + __popc(keeping & lanes_below)] = survivor[e];
-          placed += __popc(keeping);
-        }
-        __syncwarp();
-        return true;
-      }
-    }
     uint32_t* keys = reinterpret_cast<uint32_t*>(m.candidates);
     for (int r = lane; r < count; r += 32) {
       const uint32_t code = m.survivor_codes[r];
