@@ -15,6 +15,12 @@
 // of one register sort; where k >= 64 and a factor is wider than 128 it instead sorts all elements
 // of both factors as two segments of 256 keys (no threshold, no survivors), and copies the warp's
 // next row into shared memory (cp.async) while it ranks this one.
+// Bfloat16 rows with k > 32 that take the staging path below (a warp per row), where a room of
+// one chunk a warp costs no resident block, run in another instance of their own, the streamed
+// kernel: it copies the first chunk of the next factor (or of the warp's next row) into the room
+// (cp.async) while it ranks this one, so that a row's loads wait on shared memory, not DRAM, and
+// its maxima bisection (below) starts between the lanes' j-th largest maxima and stops at the
+// first key that kf to kf + kf / 8 maxima reach.
 // Otherwise the warp streams each factor through a shared staging buffer in chunks of 1 024
 // elements (16-byte loads, any element alignment). On the first chunk it takes the maximum of each
 // small group of elements (2 to 8 elements of one 16-byte block, about 2 kf groups) and the kf-th
@@ -436,7 +442,8 @@ __device__ __forceinline__ void GroupMaxima(const uint32_t (&data)[T::kBlocksPer
 // fit the survivor sort.
 template <class T, int kGroups, bool kNarrow = false>
 __device__ __forceinline__ uint32_t KthGroupMaximum16(const uint32_t (&data)[T::kBlocksPerLane][4],
-                                                      int lane, int blocks, int kf, int narrow = 0) {
+                                                      int lane, int blocks, int kf,
+                                                      int narrow = 0) {
   constexpr int kSize = T::kPerBlock / kGroups;
   constexpr int kMaxima = T::kBlocksPerLane * kGroups;
   const int used = (blocks + 31) / 32;  // blocks a lane may hold (the warp's widest)
