@@ -42,7 +42,13 @@ struct KernelPaths {
                                           // all their elements, not thresholds and survivors (by
                                           // default where k >= 64 and a factor is wider than 128)
   Choice prefetch_rows = Choice::kAuto;   // with paired_sort: a warp's next row copied to shared
-                                          // memory (cp.async) while it ranks the current one
+                                          // memory (cp.async) while it ranks the current one; in
+                                          // the streamed kernel: the next factor's first chunk
+  Choice stream_kernel = Choice::kAuto;   // bfloat16 factors through staging chunks, a warp per
+                                          // row: a kernel of its own that prefetches (by default
+                                          // where k > 32 and its room costs no resident block)
+  Choice narrow_maxima = Choice::kAuto;   // in the streamed kernel: the maxima bisection starts
+                                          // from the lanes' j-th maxima and stops early
 };
 
 class TopKLauncher {
@@ -71,7 +77,7 @@ class TopKLauncher {
   size_t shared_per_multiprocessor_ = 0;  // bytes usable by blocks on one multiprocessor
   size_t shared_per_block_ = 0;           // opt-in maximum for one block
   int registers_per_multiprocessor_ = 0;
-  int kernel_registers_[2][5] = {};       // per thread, by DType and kernel variant
+  int kernel_registers_[2][6] = {};       // per thread, by DType and kernel variant
 };
 
 #if defined(PK_PHASE_TIMING)

@@ -15,6 +15,12 @@
 // of one register sort; where k >= 64 and a factor is wider than 128 it instead sorts all elements
 // of both factors as two segments of 256 keys (no threshold, no survivors), and copies the warp's
 // next row into shared memory (cp.async) while it ranks this one.
+// Bfloat16 rows with k > 32 that take the staging path below (a warp per row), where a room of
+// one chunk a warp costs no resident block, run in another instance of their own, the streamed
+// kernel: it copies the first chunk of the next factor (or of the warp's next row) into the room
+// (cp.async) while it ranks this one, so that a row's loads wait on shared memory, not DRAM, and
+// its maxima bisection (below) starts between the lanes' j-th largest maxima and stops at the
+// first key that kf to kf + kf / 8 maxima reach.
 // Otherwise the warp streams each factor through a shared staging buffer in chunks of 1 024
 // elements (16-byte loads, any element alignment). On the first chunk it takes the maximum of each
 // small group of elements (2 to 8 elements of one 16-byte block, about 2 kf groups) and the kf-th
@@ -246,7 +252,11 @@ struct KernelParams {
   // instead of thresholds and a sort of the survivors (RankPairedFactors).
   int paired_sort;
   // With paired_sort: bytes a warp for the prefetch of its next row (0: none), after the slices.
+  // In the streamed kernel: bytes a warp for the prefetch of the next factor's first chunk.
   uint32_t prefetch_bytes;
+  // The streamed kernel only: its maxima bisection starts from the lanes' j-th maxima and stops
+  // early (KthGroupMaximum16, kNarrow).
+  int narrow_maxima;
 };
 
 // A warp's slice of shared memory, typed.
@@ -424,9 +434,16 @@ __device__ __forceinline__ void GroupMaxima(const uint32_t (&data)[T::kBlocksPer
 // the groups of kPerBlock / kGroups elements of the lane's blocks b < blocks: a bisection on the
 // key, each step one warp-wide count (no sort, no shared memory). A group of invalid (NaN) elements
 // has the key of -inf. Pre: at least kf groups. Post: at least kf groups reach the result.
-template <class T, int kGroups>
+// kNarrow (the streamed kernel, a lane's four maxima, narrow != 0): the search starts between the
+// smallest and the largest over the lanes of each lane's j-th largest maximum, j = (kf - 1) / 32
+// (at least 32 (j + 1) >= kf maxima reach the smallest, at most 32 j < kf exceed the largest),
+// and stops at the first key that at least kf and at most kf + kf / 8 maxima reach: any key that
+// at least kf maxima reach is a valid threshold, and a few more survivors cost nothing while they
+// fit the survivor sort.
+template <class T, int kGroups, bool kNarrow = false>
 __device__ __forceinline__ uint32_t KthGroupMaximum16(const uint32_t (&data)[T::kBlocksPerLane][4],
-                                                      int lane, int blocks, int kf) {
+                                                      int lane, int blocks, int kf,
+                                                      int narrow = 0) {
   constexpr int kSize = T::kPerBlock / kGroups;
   constexpr int kMaxima = T::kBlocksPerLane * kGroups;
   const int used = (blocks + 31) / 32;  // blocks a lane may hold (the warp's widest)
@@ -449,6 +466,28 @@ __device__ __forceinline__ uint32_t KthGroupMaximum16(const uint32_t (&data)[T::
       }
     }
   }
+  uint32_t enough = 0;  // kNarrow: the most reaching maxima that end the search (0: no end)
+  if constexpr (kNarrow && kMaxima == 4) {
+    if (narrow != 0) {
+      // The lane's maxima in descending order (invalid ones are 0), then its j-th largest.
+      uint32_t v[4] = {maxima[0], maxima[1], maxima[2], maxima[3]};
+      auto order = [&](int a, int b) {
+        const uint32_t larger = max(v[a], v[b]);
+        v[b] = min(v[a], v[b]);
+        v[a] = larger;
+      };
+      order(0, 1);
+      order(2, 3);
+      order(0, 2);
+      order(1, 3);
+      order(1, 2);
+      const int j = (kf - 1) >> 5;
+      const uint32_t jth = j == 0 ? v[0] : j == 1 ? v[1] : j == 2 ? v[2] : v[3];
+      low = jth;
+      high = jth;
+      enough = static_cast<uint32_t>(kf + (kf >> 3));
+    }
+  }
   // Invariant: at least kf maxima reach `low`, fewer than kf exceed `high`.
   low = __reduce_min_sync(kFullMask, low);
   high = __reduce_max_sync(kFullMask, high);
@@ -462,8 +501,10 @@ __device__ __forceinline__ uint32_t KthGroupMaximum16(const uint32_t (&data)[T::
         for (int g = 0; g < kGroups; ++g) reaching += maxima[q * kGroups + g] >= mid ? 1u : 0u;
       }
     }
-    if (__reduce_add_sync(kFullMask, reaching) >= static_cast<uint32_t>(kf)) {
+    const uint32_t count = __reduce_add_sync(kFullMask, reaching);
+    if (count >= static_cast<uint32_t>(kf)) {
       low = mid;
+      if (kNarrow && count <= enough) break;
     } else {
       high = mid - 1;
     }
@@ -483,11 +524,36 @@ __device__ __forceinline__ void TopSorted(const WarpMemory<T>& m, int count, int
   SelectTopSorted(m.buffer, count, keep, m.buffer_chosen, m.histogram);
 }
 
+// The first chunk of a factor (SelectFactor's) that starts at `factor`: its bytes [begin, end) in
+// the aligned window, returned.
+template <class T>
+__device__ __forceinline__ const uint8_t* FirstChunk(const uint8_t* factor, uint32_t width,
+                                                     int& begin, int& end) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(factor);
+  begin = static_cast<int>(address & 15u);
+  const uint32_t length =
+      min(width, static_cast<uint32_t>((T::kStagingBytes - begin) / T::kElementBytes));
+  end = begin + static_cast<int>(length) * T::kElementBytes;
+  return reinterpret_cast<const uint8_t*>(address - static_cast<uintptr_t>(begin));
+}
+
+// Whether block b of a window lies wholly inside [begin, end).
+__device__ __forceinline__ bool FullBlock(int b, int begin, int end) {
+  return b * 16 >= begin && b * 16 + 16 <= end;
+}
+
 // Ranks factor f: its `kf` best columns by (key desc, column desc), written as values (NaN ->
 // -inf) and columns to list_value / list_column. factor: the factor's first element (global).
-template <class T>
+// kStreamed (the streamed kernel; p.prefetch_bytes > 0: a room of one chunk a warp, after all the
+// slices): once the first chunk is in registers, the full blocks of the first chunk of `next`
+// (width `next_width`; nullptr: none) are copied into the room asynchronously, each lane the blocks
+// it loads itself, so that the next factor (of this row, or of the warp's next row) waits on
+// shared memory, not DRAM; `prefetched` says that the previous call did so for this factor.
+template <class T, bool kStreamed = false>
 __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, const KernelParams& p,
-                             const WarpMemory<T>& m, float* list_value, uint32_t* list_column) {
+                             const WarpMemory<T>& m, float* list_value, uint32_t* list_column,
+                             const uint8_t* next = nullptr, uint32_t next_width = 0,
+                             bool prefetched = false) {
   using Key = typename T::Key;
   constexpr int kQ = T::kBlocksPerLane;
   constexpr int kE = T::kPerBlock;
@@ -495,6 +561,16 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
   const int lane = LaneId();
   int count = 0;                     // keys in m.buffer
   float threshold = -INFINITY;       // survivors: value >= threshold; -inf: every element
+  uint8_t* room = nullptr;
+  if constexpr (kStreamed) {
+    if (p.prefetch_bytes > 0) {
+      room = DynamicShared() + p.table_bytes + (blockDim.x >> 5) * p.warp_bytes +
+             (threadIdx.x >> 5) * p.prefetch_bytes;
+    }
+    prefetched = prefetched && room != nullptr;
+    if (prefetched) WaitCopiesToShared();
+  }
+  (void)next, (void)next_width;
   for (uint32_t start = 0; start < width;) {
     const uintptr_t address = reinterpret_cast<uintptr_t>(factor) + uintptr_t{start} * kBytes;
     const int begin = static_cast<int>(address & 15u);
@@ -509,13 +585,39 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
     for (int q = 0; q < kQ; ++q) {
       const int b = lane + 32 * q;
       if (b < blocks) {
-        LoadBlock<T>(window, b, begin, end, data[q]);
+        bool staged = false;
+        if constexpr (kStreamed) staged = prefetched && start == 0 && FullBlock(b, begin, end);
+        if (staged) {
+          const uint4 v = *AsVectors(room + 16 * b);
+          data[q][0] = v.x;
+          data[q][1] = v.y;
+          data[q][2] = v.z;
+          data[q][3] = v.w;
+        } else {
+          LoadBlock<T>(window, b, begin, end, data[q]);
+        }
       } else {
 #pragma unroll
         for (int w = 0; w < 4; ++w) data[q][w] = T::kInvalidWord;
       }
       *AsVectors(m.staging + 16 * b) =
           make_uint4(data[q][0], data[q][1], data[q][2], data[q][3]);
+    }
+    if constexpr (kStreamed) {
+      // The room's blocks are in registers (the staging stores above used them): the next
+      // factor's first chunk may overwrite them.
+      if (start == 0 && room != nullptr && next != nullptr) {
+        int next_begin;
+        int next_end;
+        const uint8_t* next_window = FirstChunk<T>(next, next_width, next_begin, next_end);
+#pragma unroll
+        for (int q = 0; q < kQ; ++q) {
+          const int b = lane + 32 * q;
+          if (FullBlock(b, next_begin, next_end)) {
+            CopyToSharedAsync(room + 16 * b, next_window + 16 * b);
+          }
+        }
+      }
     }
 
     // A threshold from the group maxima of the first chunk, when it is worth one.
@@ -532,7 +634,8 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
           if (p.bisect_maxima == 2 ||
               (p.bisect_maxima == 1 && (groups > 128 || blocks == 32 * T::kBlocksPerLane))) {
             const uint32_t kth16 =
-                per_block == 1   ? KthGroupMaximum16<T, 1>(data, lane, blocks, kf)
+                per_block == 1   ? KthGroupMaximum16<T, 1, kStreamed>(
+                                       data, lane, blocks, kf, kStreamed ? p.narrow_maxima : 0)
                 : per_block == 2 ? KthGroupMaximum16<T, 2>(data, lane, blocks, kf)
                                  : KthGroupMaximum16<T, T::kMaxGroupsPerBlock>(data, lane, blocks, kf);
             // The float key of that bfloat16 value: low half 0 when positive, all ones when not.
@@ -1358,6 +1461,30 @@ __device__ void RankFactors(const KernelParams& p, const WarpMemory<T>& m, const
   }
 }
 
+// RankFactors in the streamed kernel (a warp per row): each factor's call prefetches the first
+// chunk of the next factor, the last factor's that of factor 0 of the warp's next row (row +
+// row_step), so every factor but a warp's first one's is prefetched (SelectFactor, kStreamed).
+template <class T>
+__device__ __forceinline__ void RankFactorsStreamed(const KernelParams& p, const WarpMemory<T>& m,
+                                                    const uint8_t* scores, unsigned long long row,
+                                                    unsigned long long row_step) {
+  constexpr int kBytes = T::kElementBytes;
+  const int cap = p.list_capacity;
+  for (int f = 0; f < p.factors; ++f) {
+    const uint8_t* next = nullptr;
+    uint32_t next_width = p.width[0];
+    if (f + 1 < p.factors) {
+      next = scores + size_t{p.offset[f + 1]} * kBytes;
+      next_width = p.width[f + 1];
+    } else if (row + row_step < p.rows) {
+      next = scores + row_step * p.row_elements * kBytes;
+    }
+    SelectFactor<T, true>(scores + size_t{p.offset[f]} * kBytes, p.width[f], p.list_size[f], p, m,
+                          m.list_value + f * cap, m.list_column + f * cap, next, next_width,
+                          f > 0 || row >= row_step);
+  }
+}
+
 // The pairing stages and the output of one row, from the ranked factor lists in m. Running-list
 // entries carry their slot so far and their factor ranks (8 bits each), so that the output needs
 // neither a division nor a reload of the row: a value is recomputed from the lists' values, and
@@ -1522,7 +1649,10 @@ __device__ __forceinline__ void EmulatorPoisonScratch(const KernelParams& p, uin
 // 128-register cap) and cost up to 1.3 % of throughput (NOTES.md, v11). The paired kernel
 // (kPaired, bfloat16) is the default kernel with RankPairedFactors added, an instance of its own
 // for the same reason: the other kernels' machine code stays v11's.
-template <class T, int kMinBlocks, bool kLatency, bool kPaired = false>
+// The streamed kernel (kStreamed, bfloat16, a warp per row) is the default kernel whose factors
+// prefetch the next factor's first chunk (RankFactorsStreamed), an instance of its own for the
+// same reason.
+template <class T, int kMinBlocks, bool kLatency, bool kPaired = false, bool kStreamed = false>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
     TopKKernel(const __grid_constant__ KernelParams p) {
   uint8_t* shared = DynamicShared();
@@ -1545,7 +1675,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
   uint8_t* slice = shared + p.table_bytes + warp * p.warp_bytes;
   WarpMemory<T> m(p, slice);
   // One code path for both modes (the kernel is sensitive to its code size).
-  const bool block_per_row = p.warps_per_row > 1;
+  const bool block_per_row = !kStreamed && p.warps_per_row > 1;
   EmulatorDeclareRules(p, slice, block_per_row);
   unsigned long long row = block_per_row ? blockIdx.x : static_cast<unsigned long long>(blockIdx.x) * warps + warp;
   const unsigned long long row_step = block_per_row ? gridDim.x : static_cast<unsigned long long>(gridDim.x) * warps;
@@ -1568,10 +1698,14 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
         paired = RankPairedFactorsOf<T>(p, m, scores, block_per_row, next, row >= row_step);
       }
     }
-    if (p.small_segment > 0) {
+    if (!kStreamed && p.small_segment > 0) {
       if (!block_per_row || warp == 0) RankSmallFactorsOf<T>(p, m, scores);
     } else if (!paired) {
-      RankFactors<T>(p, m, scores, first_factor, factor_step);
+      if constexpr (kStreamed) {
+        RankFactorsStreamed<T>(p, m, scores, row, row_step);
+      } else {
+        RankFactors<T>(p, m, scores, first_factor, factor_step);
+      }
     }
     clock.Mark(kPhaseFactors);
     if (block_per_row) {
@@ -1771,20 +1905,22 @@ using KernelFunction = void (*)(KernelParams);
 // The kernels of a type: the default register budget, the high-occupancy one (fewer registers,
 // more resident warps), the latency kernel (no register cap: its launches put one or two blocks of
 // at most 4 warps on a multiprocessor, and the default cap spilled on its lone pairing warp's
-// path; see TopKKernel and Launch) and the paired kernel (default budget; bfloat16 only: float32
-// gets its default kernel).
+// path; see TopKKernel and Launch), the paired kernel and the streamed kernel (default budget;
+// bfloat16 only: float32 gets its default kernel).
 enum KernelVariant : int {
   kDefaultKernel,
   kHighOccupancyKernel,
   kLatencyKernel,
   kPairedKernel,
   kSmallKernel,
+  kStreamKernel,
   kKernelVariants
 };
 template <class T>
 KernelFunction KernelOf(KernelVariant variant) {
   if constexpr (T::kElementBytes == 2) {
     if (variant == kPairedKernel) return &TopKKernel<T, T::kMinBlocks, false, true>;
+    if (variant == kStreamKernel) return &TopKKernel<T, T::kMinBlocks, false, false, true>;
   }
   if (variant == kSmallKernel) return &TopKSmallKernel<T, T::kSmallBlocks>;
   return variant == kHighOccupancyKernel ? &TopKKernel<T, T::kMoreBlocks, false>
@@ -1881,9 +2017,19 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
       shared_per_multiprocessor_ / (row_per_warp_shared + kSharedReservedPerBlock) >=
       static_cast<size_t>(small_blocks);
   const bool small = p.small_segment > 0 && !block_per_row && Use(paths.small_kernel, small_fits);
+  // The streamed kernel: bfloat16 factors through SelectFactor, a warp per row, where its room of
+  // one chunk a warp (prefetch on) leaves as many blocks resident as the default kernel has.
+  const size_t stream_shared =
+      row_per_warp_shared + kWarpsPerBlock * size_t{Bf16Type::kStagingBytes};
+  const bool stream_fits = shared_per_multiprocessor_ / (stream_shared + kSharedReservedPerBlock) >=
+                           static_cast<size_t>(Bf16Type::kMinBlocks);
+  const bool streamed = problem.dtype == DType::kBFloat16 && !block_per_row &&
+                      p.small_segment == 0 && !p.paired_factors &&
+                      Use(paths.stream_kernel, problem.k > 32 && stream_fits);
   const KernelVariant variant = Use(paths.latency_kernel, block_per_row)     ? kLatencyKernel
                                 : p.paired_factors && !block_per_row         ? kPairedKernel
                                 : small                                      ? kSmallKernel
+                                : streamed                                   ? kStreamKernel
                                 : Use(paths.high_occupancy, problem.k <= 32) ? kHighOccupancyKernel
                                                                              : kDefaultKernel;
   const bool spare_warp =
@@ -1897,7 +2043,12 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
     p.table_bytes += RoundUp16(uint64_t{kMaxFactors - 1} * 2 * kMaxCorners * 2);
   }
   const size_t slices = block_per_row ? static_cast<size_t>(problem.factors) : kWarpsPerBlock;
-  if (variant != kPairedKernel) p.prefetch_bytes = 0;
+  if (variant == kStreamKernel) {
+    p.prefetch_bytes = Use(paths.prefetch_rows, true) ? Bf16Type::kStagingBytes : 0;
+    p.narrow_maxima = Use(paths.narrow_maxima, true) ? 1 : 0;
+  } else if (variant != kPairedKernel) {
+    p.prefetch_bytes = 0;
+  }
   const size_t shared = size_t{p.table_bytes} + slices * (p.warp_bytes + p.prefetch_bytes);
   if (shared > shared_per_block_) return cudaErrorInvalidConfiguration;
   const KernelFunction kernel = KernelFor(problem.dtype, variant);

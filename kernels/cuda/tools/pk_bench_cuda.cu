@@ -294,7 +294,9 @@ int main(int argc, char** argv) {
           {"halves", &pk::cuda::KernelPaths::half_selection},
           {"small", &pk::cuda::KernelPaths::small_kernel},
           {"paired_sort", &pk::cuda::KernelPaths::paired_sort},
-          {"prefetch", &pk::cuda::KernelPaths::prefetch_rows}};
+          {"prefetch", &pk::cuda::KernelPaths::prefetch_rows},
+          {"stream", &pk::cuda::KernelPaths::stream_kernel},
+          {"narrow", &pk::cuda::KernelPaths::narrow_maxima}};
       for (const auto& [name, member] : parts) {
         if (!part.empty() && part != name) continue;
         for (Choice choice : {Choice::kOff, Choice::kOn}) {

@@ -200,6 +200,8 @@ pk::cuda::KernelPaths DrawPaths(bool vary, Random& random) {
   paths.small_kernel = draw();
   paths.paired_sort = draw();
   paths.prefetch_rows = draw();
+  paths.stream_kernel = draw();
+  paths.narrow_maxima = draw();
   return paths;
 }
 
