@@ -542,6 +542,23 @@ __device__ __forceinline__ bool FullBlock(int b, int begin, int end) {
   return b * 16 >= begin && b * 16 + 16 <= end;
 }
 
+// The calling warp's prefetch room (p.prefetch_bytes a warp, after all the slices), or nullptr
+// where the launch has none.
+__device__ __forceinline__ uint8_t* PrefetchRoom(const KernelParams& p) {
+  if (p.prefetch_bytes == 0) return nullptr;
+  return DynamicShared() + p.table_bytes + (blockDim.x >> 5) * p.warp_bytes +
+         (threadIdx.x >> 5) * p.prefetch_bytes;
+}
+
+// A block copied into shared memory (CopyToSharedAsync, then WaitCopiesToShared), as four words.
+__device__ __forceinline__ void LoadPrefetchedBlock(const uint8_t* at, uint32_t (&data)[4]) {
+  const uint4 v = *AsVectors(at);
+  data[0] = v.x;
+  data[1] = v.y;
+  data[2] = v.z;
+  data[3] = v.w;
+}
+
 // Ranks factor f: its `kf` best columns by (key desc, column desc), written as values (NaN ->
 // -inf) and columns to list_value / list_column. factor: the factor's first element (global).
 // kStreamed (the streamed kernel; p.prefetch_bytes > 0: a room of one chunk a warp, after all the
@@ -563,10 +580,7 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
   float threshold = -INFINITY;       // survivors: value >= threshold; -inf: every element
   uint8_t* room = nullptr;
   if constexpr (kStreamed) {
-    if (p.prefetch_bytes > 0) {
-      room = DynamicShared() + p.table_bytes + (blockDim.x >> 5) * p.warp_bytes +
-             (threadIdx.x >> 5) * p.prefetch_bytes;
-    }
+    room = PrefetchRoom(p);
     prefetched = prefetched && room != nullptr;
     if (prefetched) WaitCopiesToShared();
   }
@@ -588,11 +602,7 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
         bool staged = false;
         if constexpr (kStreamed) staged = prefetched && start == 0 && FullBlock(b, begin, end);
         if (staged) {
-          const uint4 v = *AsVectors(room + 16 * b);
-          data[q][0] = v.x;
-          data[q][1] = v.y;
-          data[q][2] = v.z;
-          data[q][3] = v.w;
+          LoadPrefetchedBlock(room + 16 * b, data[q]);
         } else {
           LoadBlock<T>(window, b, begin, end, data[q]);
         }
@@ -950,11 +960,7 @@ __device__ __noinline__ bool SortPairedFactors(const KernelParams& p, float* lis
   using T = Bf16Type;
   constexpr int E = 16;
   const int lane = LaneId();
-  uint8_t* staged = nullptr;
-  if (p.prefetch_bytes > 0) {
-    staged = DynamicShared() + p.table_bytes + (blockDim.x >> 5) * p.warp_bytes +
-             (threadIdx.x >> 5) * p.prefetch_bytes;
-  }
+  uint8_t* staged = PrefetchRoom(p);
   prefetched = prefetched && staged != nullptr;
   const int f = lane >> 4;
   const uint32_t offset = f == 0 ? p.offset[0] : p.offset[1];
@@ -966,7 +972,6 @@ __device__ __noinline__ bool SortPairedFactors(const KernelParams& p, float* lis
     end = begin + static_cast<int>(width) * 2;
     return reinterpret_cast<const uint8_t*>(address - static_cast<uintptr_t>(begin));
   };
-  auto full = [](int b, int begin, int end) { return b * 16 >= begin && b * 16 + 16 <= end; };
   uint8_t* lane_staged = staged + lane * 32;
   // Starts the next row's copies (once this row's staged blocks are read or not needed).
   auto prefetch_next = [&]() {
@@ -977,7 +982,9 @@ __device__ __noinline__ bool SortPairedFactors(const KernelParams& p, float* lis
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
       const int b = 2 * (lane & 15) + q;
-      if (full(b, next_begin, next_end)) CopyToSharedAsync(lane_staged + 16 * q, next_window + 16 * b);
+      if (FullBlock(b, next_begin, next_end)) {
+        CopyToSharedAsync(lane_staged + 16 * q, next_window + 16 * b);
+      }
     }
   };
   if (prefetched) WaitCopiesToShared();
@@ -996,12 +1003,8 @@ __device__ __noinline__ bool SortPairedFactors(const KernelParams& p, float* lis
     uint32_t data[4] = {};
     uint32_t valid = 0;
     if (b < blocks) {
-      if (prefetched && full(b, begin, end)) {
-        const uint4 v = *AsVectors(lane_staged + 16 * q);
-        data[0] = v.x;
-        data[1] = v.y;
-        data[2] = v.z;
-        data[3] = v.w;
+      if (prefetched && FullBlock(b, begin, end)) {
+        LoadPrefetchedBlock(lane_staged + 16 * q, data);
       } else {
         LoadBlock<T>(window, b, begin, end, data);
       }
@@ -1860,7 +1863,6 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
   // k=64 -16 % (the sort's 256-key segments against ~40-80 survivors), hence k >= 64 and a
   // factor wider than 128.
   p.paired_sort = Use(paths.paired_sort, k >= 64 && widest > 128) ? 1 : 0;
-  p.prefetch_bytes = p.paired_factors && p.paired_sort && Use(paths.prefetch_rows, true) ? 1024 : 0;
   p.bisect_maxima = paths.bisect_maxima == KernelPaths::Choice::kAuto ? 1
                     : paths.bisect_maxima == KernelPaths::Choice::kOn ? 2
                                                                      : 0;
@@ -1906,7 +1908,7 @@ using KernelFunction = void (*)(KernelParams);
 // more resident warps), the latency kernel (no register cap: its launches put one or two blocks of
 // at most 4 warps on a multiprocessor, and the default cap spilled on its lone pairing warp's
 // path; see TopKKernel and Launch), the paired kernel and the streamed kernel (default budget;
-// bfloat16 only: float32 gets its default kernel).
+// bfloat16 only: float32 gets its default kernel) and the small-factor kernel (T::kSmallBlocks).
 enum KernelVariant : int {
   kDefaultKernel,
   kHighOccupancyKernel,
@@ -1999,6 +2001,10 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   // on the device at once (throughput).
   const bool block_per_row =
       Use(paths.block_per_row, rows <= static_cast<size_t>(multiprocessors_) * 2);
+  // Blocks of `bytes` of shared memory that fit on a multiprocessor.
+  const auto blocks_by_shared = [this](size_t bytes) {
+    return static_cast<int>(shared_per_multiprocessor_ / (bytes + kSharedReservedPerBlock));
+  };
   // The latency kernel for a block per row (its spare warp builds the pair table while the factor
   // warps load the row: -0.6 to -0.8 us for 1-256 rows on the H200). Otherwise more resident
   // warps where the lists are short (k <= 32: 1024x1024 bf16 +8.5 %, 16^4 f32 +14.6 % on the
@@ -2013,16 +2019,13 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   const size_t row_per_warp_shared = size_t{p.table_bytes} + kWarpsPerBlock * size_t{p.warp_bytes};
   const int small_blocks =
       problem.dtype == DType::kFloat32 ? Float32Type::kSmallBlocks : Bf16Type::kSmallBlocks;
-  const bool small_fits =
-      shared_per_multiprocessor_ / (row_per_warp_shared + kSharedReservedPerBlock) >=
-      static_cast<size_t>(small_blocks);
+  const bool small_fits = blocks_by_shared(row_per_warp_shared) >= small_blocks;
   const bool small = p.small_segment > 0 && !block_per_row && Use(paths.small_kernel, small_fits);
   // The streamed kernel: bfloat16 factors through SelectFactor, a warp per row, where its room of
   // one chunk a warp (prefetch on) leaves as many blocks resident as the default kernel has.
   const size_t stream_shared =
       row_per_warp_shared + kWarpsPerBlock * size_t{Bf16Type::kStagingBytes};
-  const bool stream_fits = shared_per_multiprocessor_ / (stream_shared + kSharedReservedPerBlock) >=
-                           static_cast<size_t>(Bf16Type::kMinBlocks);
+  const bool stream_fits = blocks_by_shared(stream_shared) >= Bf16Type::kMinBlocks;
   const bool streamed = problem.dtype == DType::kBFloat16 && !block_per_row &&
                       p.small_segment == 0 && !p.paired_factors &&
                       Use(paths.stream_kernel, problem.k > 32 && stream_fits);
@@ -2043,12 +2046,14 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
     p.table_bytes += RoundUp16(uint64_t{kMaxFactors - 1} * 2 * kMaxCorners * 2);
   }
   const size_t slices = block_per_row ? static_cast<size_t>(problem.factors) : kWarpsPerBlock;
-  if (variant == kStreamKernel) {
-    p.prefetch_bytes = Use(paths.prefetch_rows, true) ? Bf16Type::kStagingBytes : 0;
-    p.narrow_maxima = Use(paths.narrow_maxima, true) ? 1 : 0;
-  } else if (variant != kPairedKernel) {
-    p.prefetch_bytes = 0;
+  // A prefetch room a warp: the paired kernel's (with its sort) for the next row, the streamed
+  // kernel's for the next factor's first chunk.
+  if (variant == kPairedKernel && p.paired_sort && Use(paths.prefetch_rows, true)) {
+    p.prefetch_bytes = 1024;
+  } else if (variant == kStreamKernel && Use(paths.prefetch_rows, true)) {
+    p.prefetch_bytes = Bf16Type::kStagingBytes;
   }
+  if (variant == kStreamKernel) p.narrow_maxima = Use(paths.narrow_maxima, true) ? 1 : 0;
   const size_t shared = size_t{p.table_bytes} + slices * (p.warp_bytes + p.prefetch_bytes);
   if (shared > shared_per_block_) return cudaErrorInvalidConfiguration;
   const KernelFunction kernel = KernelFor(problem.dtype, variant);
@@ -2057,8 +2062,7 @@ cudaError_t TopKLauncher::Launch(const Problem& problem, const void* scores, siz
   const int registers = kernel_registers_[static_cast<int>(problem.dtype)][variant];
   const int warp_registers = (registers * 32 + 255) / 256 * 256;
   const int by_registers = registers_per_multiprocessor_ / std::max(1, warp_registers * warps);
-  const int by_shared =
-      static_cast<int>(shared_per_multiprocessor_ / (shared + kSharedReservedPerBlock));
+  const int by_shared = blocks_by_shared(shared);
   const int by_threads = 2048 / (32 * warps);
   const int resident = std::max(1, std::min({by_registers, by_shared, by_threads, 32}));
   const size_t wanted = block_per_row ? rows : (rows + warps - 1) / warps;
