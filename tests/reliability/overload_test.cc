@@ -178,13 +178,18 @@ TEST(Overload, TenTimesCapacityIsRefusedFastWithBoundedMemoryAndLatency) {
   EXPECT_GT(refused, static_cast<int64_t>(overload.size()) / 2)
       << "ten times the capacity should be mostly refused";
   EXPECT_GT(accepted, 0);
-  // A refusal never waits in the queue. Seen from this client the times also hold the host's own
-  // scheduling of ten times more calls than it can answer (on 2 shared cores that alone reaches
-  // hundreds of ms), so the client-side check is loose: a refusal comes before an accepted
-  // answer's tail and within seconds. The queue's own bound is checked server-side below.
-  EXPECT_LT(Quantile(refused_ms, 0.5), Quantile(accepted_latency_ms, 0.99))
+  // A refusal never waits in the queue. Seen from this client the times also hold the client's
+  // own backlog: ten times more calls than the server can answer, each costing the client about
+  // as much CPU as a refusal costs the server, on the same 2 cores. That backlog alone reaches
+  // 1-1.5 s at p99 on a quiet host and over 3 s on a busy CI host, and it delays accepted and
+  // refused calls alike. So the client-side checks compare refusals with accepted answers, which
+  // wait for the queue and a batch as well: most refusals come before an accepted answer's tail,
+  // and the refusals' tail is within a quarter of that tail plus the queue's own bound. The queue's
+  // bound itself is checked server-side below, where the client's backlog does not count.
+  const double accepted_p99_ms = Quantile(accepted_latency_ms, 0.99);
+  EXPECT_LT(Quantile(refused_ms, 0.5), accepted_p99_ms)
       << "RESOURCE_EXHAUSTED must come at once, not after a wait";
-  EXPECT_LT(Quantile(refused_ms, 0.99), 3000)
+  EXPECT_LT(Quantile(refused_ms, 0.99), 1.25 * accepted_p99_ms + queue_bound_ms)
       << "RESOURCE_EXHAUSTED must come at once, not after a wait";
   // Server-side, where the client's scheduling does not count: the requests answered within
   // 5 ms of arrival (an accepted one waits for a batch of 256 rows to be computed first) are at
