@@ -200,7 +200,7 @@ TEST(Batch, WholeRowsReadsRowsInPlaceAndCopiesOnlyRowsSplitAcrossSources) {
 TEST(CpuExecutor, CompletesOnTheCompleterWhileAnotherBatchWaitsAndDrainsOnDestruction) {
   const pk::Problem problem = MakeProblem({1024, 1024}, 64, pk::DType::kBFloat16);
   std::mt19937_64 engine(23);
-  constexpr size_t kRows = 4096;  // ~10 ms of compute: the second batch is queued long before
+  constexpr size_t kRows = 256;
   for (const bool destroy_at_once : {false, true}) {
     struct Done {
       std::atomic<int> calls{0};
@@ -210,10 +210,33 @@ TEST(CpuExecutor, CompletesOnTheCompleterWhileAnotherBatchWaitsAndDrainsOnDestru
       std::vector<uint32_t> slots;
       absl::Notification finished;
     };
+    const auto thread_name = [] {
+      char name[16] = {};
+      pthread_getname_np(pthread_self(), name, sizeof name);
+      return std::string(name);
+    };
     std::vector<std::vector<std::byte>> inputs;
     Done done[2];
+    std::string blocker_thread;
     {
       CpuExecutor executor(CpuExecutor::Options{.threads = 2});
+      // A first batch, alone, whose completion holds the runner until both batches under test
+      // are submitted: so the first of them surely has the second waiting behind it, however the
+      // host schedules this thread.
+      absl::Notification holding, release;
+      auto blocker = executor.NewBatch(problem, 1);
+      ASSERT_TRUE(blocker.ok()) << blocker.status();
+      const std::vector<std::byte> row =
+          pk::testing::RandomRows(problem, 1, pk::testing::Distribution::kNormal, engine);
+      std::memcpy((*blocker)->scores().data(), row.data(), row.size());
+      executor.Submit(std::move(*blocker), [&](std::unique_ptr<Batch> batch, BatchOutcome) {
+        blocker_thread = thread_name();
+        batch.reset();  // its staging back, for the batches under test
+        holding.Notify();
+        release.WaitForNotification();
+      });
+      holding.WaitForNotification();
+
       std::vector<std::unique_ptr<Batch>> batches;
       for (int b = 0; b < 2; ++b) {
         inputs.push_back(pk::testing::RandomRows(problem, kRows, pk::testing::Distribution::kNormal,
@@ -224,12 +247,11 @@ TEST(CpuExecutor, CompletesOnTheCompleterWhileAnotherBatchWaitsAndDrainsOnDestru
         batches.push_back(std::move(*batch));
       }
       for (int b = 0; b < 2; ++b) {
-        executor.Submit(std::move(batches[b]), [&done, b](std::unique_ptr<Batch> batch,
-                                                          BatchOutcome outcome) {
+        executor.Submit(std::move(batches[b]), [&done, &thread_name, b](
+                                                   std::unique_ptr<Batch> batch,
+                                                   BatchOutcome outcome) {
           Done& d = done[b];
-          char name[16] = {};
-          pthread_getname_np(pthread_self(), name, sizeof name);
-          d.thread = name;
+          d.thread = thread_name();
           d.status = outcome.status;
           d.values.assign(batch->values().begin(), batch->values().end());
           d.slots.assign(batch->slots().begin(), batch->slots().end());
@@ -237,6 +259,7 @@ TEST(CpuExecutor, CompletesOnTheCompleterWhileAnotherBatchWaitsAndDrainsOnDestru
           d.finished.Notify();
         });
       }
+      release.Notify();
       if (!destroy_at_once) {
         for (Done& d : done) d.finished.WaitForNotification();
       }
@@ -252,8 +275,10 @@ TEST(CpuExecutor, CompletesOnTheCompleterWhileAnotherBatchWaitsAndDrainsOnDestru
       EXPECT_EQ(done[b].values, values);
       EXPECT_EQ(done[b].slots, slots);
     }
-    // The first batch was computed while the second waited: the completer answered it. The
-    // second had nothing behind it: the runner completed it itself.
+    // The lone first batch, and the second of those under test, had nothing behind them: the
+    // runner completed them itself. The first under test had the second waiting: the completer
+    // answered it.
+    EXPECT_EQ(blocker_thread, "pk-cpu-exec");
     EXPECT_EQ(done[0].thread, "pk-cpu-done");
     EXPECT_EQ(done[1].thread, "pk-cpu-exec");
   }
