@@ -219,11 +219,18 @@ TEST(CpuExecutor, CompletesOnTheCompleterWhileAnotherBatchWaitsAndDrainsOnDestru
     Done done[2];
     std::string blocker_thread;
     {
-      CpuExecutor executor(CpuExecutor::Options{.threads = 2});
       // A first batch, alone, whose completion holds the runner until both batches under test
       // are submitted: so the first of them surely has the second waiting behind it, however the
-      // host schedules this thread.
+      // host schedules this thread. The runner is let go on every way out of this scope, before
+      // the executor's destructor waits for it.
       absl::Notification holding, release;
+      CpuExecutor executor(CpuExecutor::Options{.threads = 2});
+      struct LetGo {
+        absl::Notification& release;
+        ~LetGo() {
+          if (!release.HasBeenNotified()) release.Notify();
+        }
+      } let_go{release};
       auto blocker = executor.NewBatch(problem, 1);
       ASSERT_TRUE(blocker.ok()) << blocker.status();
       const std::vector<std::byte> row =
