@@ -542,6 +542,11 @@ __device__ __forceinline__ bool FullBlock(int b, int begin, int end) {
   return b * 16 >= begin && b * 16 + 16 <= end;
 }
 
+// Warp `warp`'s slice of the block's shared memory (the slices follow the pair table).
+__device__ __forceinline__ uint8_t* WarpSlice(const KernelParams& p, unsigned warp) {
+  return DynamicShared() + p.table_bytes + warp * p.warp_bytes;
+}
+
 // The calling warp's prefetch room (p.prefetch_bytes a warp, after all the slices), or nullptr
 // where the launch has none.
 __device__ __forceinline__ uint8_t* PrefetchRoom(const KernelParams& p) {
@@ -1675,7 +1680,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
   const unsigned warp = threadIdx.x >> 5;
   const unsigned warps = blockDim.x >> 5;
   constexpr int kBytes = T::kElementBytes;
-  uint8_t* slice = shared + p.table_bytes + warp * p.warp_bytes;
+  uint8_t* slice = WarpSlice(p, warp);
   WarpMemory<T> m(p, slice);
   // One code path for both modes (the kernel is sensitive to its code size).
   const bool block_per_row = !kStreamed && p.warps_per_row > 1;
@@ -1685,7 +1690,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
   const int first_factor = block_per_row ? static_cast<int>(warp) : 0;
   const int factor_step = block_per_row ? static_cast<int>(warps) : 1;
   if (block_per_row) {
-    const WarpMemory<T> first(p, shared + p.table_bytes);
+    const WarpMemory<T> first(p, WarpSlice(p, 0));
     m.list_value = first.list_value;
     m.list_column = first.list_column;
   }
@@ -1737,7 +1742,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
   const unsigned warp = threadIdx.x >> 5;
   const unsigned warps = blockDim.x >> 5;
   constexpr int kBytes = T::kElementBytes;
-  uint8_t* slice = shared + p.table_bytes + warp * p.warp_bytes;
+  uint8_t* slice = WarpSlice(p, warp);
   const WarpMemory<T> m(p, slice);
   EmulatorDeclareRules(p, slice, false);
   PhaseClock clock;
