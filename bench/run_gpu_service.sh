@@ -15,9 +15,9 @@
 # DIR holds pkserve and pkserve-bench (directly or under bin/, as scripts/gpu_bundle.sh lays them
 # out) and their shared libraries under DIR/lib (added to LD_LIBRARY_PATH). Writes to $OUT:
 # light.json, throughput.json, threads.json, batching.json, batching_stream.json,
-# batching_mbr1.json, batching_mbr1_stream.json, light_echo_process.json (pkserve-bench --json), threads.txt (pkserve's CPU by thread), bench.txt
-# (the exact commands and every run's text output, with the server's CPU use per level) and
-# server.log.
+# batching_mbr1.json, batching_mbr1_stream.json, light_echo_process.json (pkserve-bench --json),
+# threads.txt (pkserve's CPU by thread), bench.txt (the exact commands and every run's text output,
+# with the server's CPU use per level) and server.log.
 # Settings (environment): BACKEND (cuda; cpu measures the CPU backend the same way), PORT (50071),
 # SWEEP (throughput concurrency levels), CONNECTIONS (connections of throughput and batching
 # runs), STEPS (which of light, throughput, batching and echo_process to run; default all of
@@ -129,22 +129,24 @@ if step throughput; then
     echo
   } >>"$text"
 fi
-if step batching; then
+# 1-row callers at concurrency 64, as unary calls (NAME.json) and over streams (NAME_stream.json).
+run_batching() {  # name, time limit (s), more pkserve-bench flags...
+  local name=$1 limit=$2 mode suffix
+  shift 2
   for mode in unary stream; do
     suffix=${mode/unary/}
-    run_bench "batching${suffix:+_$suffix}" 40 "${shape[@]}" --rows=1 --concurrency=64 \
-      --connections="$connections" --mode="$mode" --warmup=2 --duration=8 --baseline=echo \
-      --verify=100
+    run_bench "$name${suffix:+_$suffix}" "$limit" "${shape[@]}" --rows=1 \
+      --concurrency=64 --connections="$connections" --mode="$mode" --warmup=2 --duration=8 \
+      --verify=100 "$@"
   done
+}
+if step batching; then
+  run_batching batching 40 --baseline=echo
 fi
 stop_server
 if step batching; then
   start_server --max_batch_rows=1
-  for mode in unary stream; do
-    suffix=${mode/unary/}
-    run_bench "batching_mbr1${suffix:+_$suffix}" 25 "${shape[@]}" --rows=1 --concurrency=64 \
-      --connections="$connections" --mode="$mode" --warmup=2 --duration=8 --verify=100
-  done
+  run_batching batching_mbr1 25
   stop_server
 fi
 
