@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/lookup/lookup_cpu.h"
+
 namespace pk::cpu {
 
 ParallelTopK::ParallelTopK(int threads, size_t min_rows_per_thread)
@@ -29,6 +31,13 @@ void ParallelTopK::RunShare(const Job& job, Workspace& workspace) {
 }
 
 void ParallelTopK::RunRows(const Job& job, size_t begin, size_t end, Workspace& workspace) {
+  if (job.phase == Phase::kWeightedSum) {
+    const LookupProblem& lookup = *job.lookup;
+    const size_t pairs = lookup.pairs_per_output();
+    WeightedSumRows(lookup, *job.table, job.slots + begin * pairs, job.weights + begin * pairs,
+                    end - begin, job.outputs + begin * lookup.output_row_bytes());
+    return;
+  }
   const Problem& problem = *job.problem;
   const size_t row_bytes = problem.row_bytes();
   const uint32_t kk = problem.kk();
@@ -38,8 +47,14 @@ void ParallelTopK::RunRows(const Job& job, size_t begin, size_t end, Workspace& 
     const size_t input_end = input_first + input.size() / row_bytes;
     if (begin < input_end) {
       const size_t rows = std::min(end, input_end) - begin;
-      TopKRows(problem, input.data() + (begin - input_first) * row_bytes, rows,
-               job.values + begin * problem.out_value_bytes(), job.slots + begin * kk, workspace);
+      const std::byte* scores = input.data() + (begin - input_first) * row_bytes;
+      if (job.phase == Phase::kTopK) {
+        TopKRows(problem, scores, rows, job.values + begin * problem.out_value_bytes(),
+                 job.slots + begin * kk, workspace);
+      } else {
+        LookupWeightsRows(problem, scores, rows, job.slots + begin * kk, job.weights + begin * kk,
+                          job.row_valid + begin, workspace);
+      }
       begin += rows;
     }
     input_first = input_end;
@@ -55,16 +70,59 @@ void ParallelTopK::Run(const Problem& problem, const std::byte* scores, size_t r
 void ParallelTopK::Run(const Problem& problem, std::span<const std::span<const std::byte>> inputs,
                        std::byte* values, uint32_t* slots) {
   std::lock_guard run_lock(run_mutex_);
-  size_t rows = 0;
-  for (const std::span<const std::byte>& input : inputs) rows += input.size() / problem.row_bytes();
-  const size_t by_size = std::max<size_t>(1, rows / min_rows_per_thread_);
-  const int parts = static_cast<int>(std::min<size_t>(workspaces_.size(), by_size));
+  Job job;
+  job.phase = Phase::kTopK;
+  job.problem = &problem;
+  job.inputs = inputs;
+  job.values = values;
+  job.slots = slots;
+  job.rows = BatchRows(problem, inputs);
+  Split(job, min_rows_per_thread_);
+  Dispatch(job);
+}
+
+void ParallelTopK::RunLookup(const LookupProblem& problem, const ValuesView& values,
+                             std::span<const std::span<const std::byte>> inputs, uint32_t* slots,
+                             float* weights, uint8_t* row_valid, std::byte* outputs) {
+  std::lock_guard run_lock(run_mutex_);
+  Job job;
+  job.phase = Phase::kLookupWeights;
+  job.problem = &problem.topk;
+  job.lookup = &problem;
+  job.table = &values;
+  job.inputs = inputs;
+  job.slots = slots;
+  job.weights = weights;
+  job.row_valid = row_valid;
+  job.outputs = outputs;
+  job.rows = BatchRows(problem.topk, inputs);
+  Split(job, min_rows_per_thread_);
+  Dispatch(job);
+  // An output sums heads * kk value rows: worth a thread on its own.
+  job.phase = Phase::kWeightedSum;
+  job.rows /= problem.heads;
+  Split(job, 1);
+  Dispatch(job);
+}
+
+void ParallelTopK::Split(Job& job, size_t min_per_thread) const {
+  const size_t by_size = std::max<size_t>(1, job.rows / min_per_thread);
+  job.parts = static_cast<int>(std::min<size_t>(workspaces_.size(), by_size));
   // About eight chunks a thread: a thread that the host holds back (the RPC threads share these
   // cores) leaves its rows to the others instead of keeping the whole batch waiting.
-  const size_t chunk_rows = std::max(min_rows_per_thread_,
-                                     (rows + 8 * static_cast<size_t>(parts) - 1) /
-                                         (8 * static_cast<size_t>(parts)));
-  Job job{&problem, inputs, rows, values, slots, parts, chunk_rows};
+  const size_t parts = static_cast<size_t>(job.parts);
+  job.chunk_rows = std::max(min_per_thread, (job.rows + 8 * parts - 1) / (8 * parts));
+}
+
+size_t ParallelTopK::BatchRows(const Problem& problem,
+                               std::span<const std::span<const std::byte>> inputs) {
+  size_t rows = 0;
+  for (const std::span<const std::byte>& input : inputs) rows += input.size() / problem.row_bytes();
+  return rows;
+}
+
+void ParallelTopK::Dispatch(Job job) {
+  const int parts = job.parts;
   next_row_.store(0, std::memory_order_relaxed);
   if (parts > 1) {
     std::lock_guard lock(mutex_);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/topk_cpu.h"
+#include "kernels/lookup/lookup.h"
 #include "kernels/problem.h"
 
 namespace pk::cpu {
@@ -35,23 +36,46 @@ class ParallelTopK {
   void Run(const Problem& problem, std::span<const std::span<const std::byte>> inputs,
            std::byte* values, uint32_t* slots);
 
+  // The memory lookup (kernels/lookup/lookup_cpu.h) of the rows in `inputs` (whole rows, back to
+  // back as one batch; their count a multiple of problem.heads): phase 1 (LookupWeightsRows)
+  // split by rows, then phase 2 (WeightedSumRows) split by outputs. slots, weights: room for
+  // rows * kk each; row_valid: rows; outputs: (rows / heads) * problem.output_row_bytes().
+  // The same bits as the one-thread functions, for any thread count.
+  void RunLookup(const LookupProblem& problem, const ValuesView& values,
+                 std::span<const std::span<const std::byte>> inputs, uint32_t* slots,
+                 float* weights, uint8_t* row_valid, std::byte* outputs);
+
   int threads() const { return static_cast<int>(workspaces_.size()); }
 
  private:
+  enum class Phase { kTopK, kLookupWeights, kWeightedSum };
   struct Job {
+    Phase phase = Phase::kTopK;
     const Problem* problem = nullptr;
+    const LookupProblem* lookup = nullptr;  // kLookupWeights and kWeightedSum
+    const ValuesView* table = nullptr;      // kWeightedSum
+    float* weights = nullptr;
+    uint8_t* row_valid = nullptr;
+    std::byte* outputs = nullptr;
     std::span<const std::span<const std::byte>> inputs;
     size_t rows = 0;
     std::byte* values = nullptr;
     uint32_t* slots = nullptr;
     int parts = 0;          // threads at work
-    size_t chunk_rows = 0;  // rows a thread takes at a time
+    size_t chunk_rows = 0;  // rows (outputs in kWeightedSum) a thread takes at a time
   };
+
+  // Sets job.parts and job.chunk_rows for job.rows, at least `min_per_thread` rows a thread.
+  void Split(Job& job, size_t min_per_thread) const;
+  static size_t BatchRows(const Problem& problem,
+                          std::span<const std::span<const std::byte>> inputs);
+  // Runs `job` on the pool and returns when it is done. The caller holds run_mutex_.
+  void Dispatch(Job job);
 
   void WorkerLoop(int index);
   // Takes chunks of the job until none is left.
   void RunShare(const Job& job, Workspace& workspace);
-  // Rows [begin, end) of the job's batch.
+  // Rows (outputs in kWeightedSum) [begin, end) of the job's batch.
   void RunRows(const Job& job, size_t begin, size_t end, Workspace& workspace);
 
   const size_t min_rows_per_thread_;
