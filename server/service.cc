@@ -37,6 +37,14 @@ grpc::ServerUnaryReactor* SparseMemoryService::TopK(grpc::CallbackServerContext*
     metrics.RequestAnswered(Rpc::kTopK, status.code(), call->received.request.rows(), arrived);
     reactor->Finish(ToGrpcStatus(status));
   };
+  // A call whose message never came (gRPC hands no buffer, not an empty one) was cancelled by
+  // its client before sending it: there is nothing to judge, and nobody to read an answer. It is
+  // counted as CANCELLED and finished without a word of its own (gRPC sends nothing on a call that
+  // is gone).
+  if (!request->Valid() || context->IsCancelled()) {
+    answer(absl::CancelledError("the caller cancelled the call before its request came"));
+    return reactor;
+  }
   grpc::ByteBuffer message(*request);  // shares the slices, copies no bytes
   if (absl::Status parsed = ParseTopKRequest(message, &call->received); !parsed.ok()) {
     answer(parsed);

@@ -72,6 +72,11 @@ void TopKStreamReactor::OnReadDone(bool ok) {
 void TopKStreamReactor::AdmitLocked(std::unique_ptr<Item> item) {
   Item* admitted = item.get();
   admitted->arrived = metrics_.RequestArrived();
+  if (context_->IsCancelled()) {
+    // The client is gone: the request is not judged, only counted, and no answer is queued.
+    metrics_.RequestAnswered(Rpc::kTopKStream, absl::StatusCode::kCancelled, 0, admitted->arrived);
+    return;
+  }
   admitted->bytes = admitted->message.Length();
   pending_bytes_ += admitted->bytes;
   items_.push_back(std::move(item));

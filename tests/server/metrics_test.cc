@@ -22,6 +22,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "server/server_metrics.h"
 #include "server/version.h"
 #include "tests/server/pkserve_process.h"
@@ -529,6 +531,92 @@ TEST(MetricsEndpoint, CountsMatchTheTrafficSent) {
   EXPECT_EQ(ParseExposition(server->RenderMetrics()).samples, after.samples);
   EXPECT_EQ(Get(server->metrics_port(), "/").status, 404);
   EXPECT_EQ(Get(server->metrics_port(), "/metrics/x").status, 404);
+}
+
+// The server's request counts once they stop changing (cancelled calls are counted by gRPC's
+// threads after the client has moved on), or after 5 s.
+Exposition SettledMetrics(const Server& server) {
+  Exposition last = ScrapeMetrics(server);
+  for (int i = 0; i < 50; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    Exposition now = ScrapeMetrics(server);
+    if (now.samples == last.samples) return now;
+    last = std::move(now);
+  }
+  return last;
+}
+
+// Every pkserve_requests_total series of `rpc` with a count, by code.
+std::map<std::string, double> CodesOf(const Exposition& metrics, const std::string& rpc) {
+  const std::string prefix = absl::StrCat("pkserve_requests_total{rpc=\"", rpc, "\",code=\"");
+  std::map<std::string, double> codes;
+  for (const auto& [series, value] : metrics.samples) {
+    if (series.rfind(prefix, 0) != 0 || value == 0) continue;
+    codes[series.substr(prefix.size(), series.size() - prefix.size() - 2)] = value;
+  }
+  return codes;
+}
+
+TEST(MetricsEndpoint, CallsTheClientCancelledCountAsCancelledNotAsInvalid) {
+  std::unique_ptr<Server> server = StartServer(MetricsConfig());
+  ASSERT_NE(server, nullptr);
+  std::shared_ptr<grpc::Channel> channel = testing::Connect(*server);
+  // 300 unary calls that send their headers and are cancelled before their message: the server
+  // sees each call come and go without a request.
+  grpc::GenericStub generic(channel);
+  grpc::CompletionQueue queue;
+  for (int i = 0; i < 300; ++i) {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+        generic.PrepareCall(&context, "/pkserve.v1.SparseMemory/TopK", &queue);
+    void* tag = nullptr;
+    bool ok = false;
+    call->StartCall(reinterpret_cast<void*>(1));
+    ASSERT_TRUE(queue.Next(&tag, &ok));
+    if (i % 2 == 1) absl::SleepFor(absl::Milliseconds(1));  // the server has the call by now
+    context.TryCancel();
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(2));
+    ASSERT_TRUE(queue.Next(&tag, &ok));
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED) << status.error_message();
+  }
+  // 30 streams cancelled with a request written and not yet answered or read.
+  auto stub = testing::NewStub(*server);
+  std::mt19937_64 engine(11);
+  const pk::Problem problem = MakeProblem({64, 64}, 8, pk::DType::kFloat32);
+  for (int i = 0; i < 30; ++i) {
+    grpc::ClientContext context;
+    auto stream = stub->TopKStream(&context);
+    ASSERT_TRUE(stream->Write(RandomRequest(problem, 1, engine)));
+    context.TryCancel();
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // An empty request that does come is still judged, and counted as what it got.
+  {
+    grpc::ClientContext context;
+    v1::TopKResponse response;
+    EXPECT_EQ(stub->TopK(&context, v1::TopKRequest(), &response).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  queue.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue.Next(&tag, &ok)) {
+  }
+
+  const Exposition after = SettledMetrics(*server);
+  const std::map<std::string, double> unary = CodesOf(after, "TopK");
+  EXPECT_EQ(unary.count("INVALID_ARGUMENT") ? unary.at("INVALID_ARGUMENT") : 0, 1)
+      << "cancelled calls were judged as requests";
+  for (const auto& [code, count] : unary) {
+    EXPECT_TRUE(code == "CANCELLED" || code == "INVALID_ARGUMENT") << code << " " << count;
+  }
+  EXPECT_GT(unary.count("CANCELLED") ? unary.at("CANCELLED") : 0, 0)
+      << "no cancelled call reached the service: the test shows nothing";
+  EXPECT_LE(unary.count("CANCELLED") ? unary.at("CANCELLED") : 0, 300);
+  for (const auto& [code, count] : CodesOf(after, "TopKStream")) {
+    EXPECT_TRUE(code == "CANCELLED" || code == "OK") << code << " " << count;
+  }
 }
 
 TEST(MetricsEndpoint, QueuedRowsAndInflightRequestsFollowTheBatcher) {
