@@ -8,7 +8,7 @@ packages=(
   g++ cmake ninja-build pkg-config make
   # the service
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
-  libabsl-dev libspdlog-dev libfmt-dev libcpp-httplib-dev
+  libabsl-dev libspdlog-dev libfmt-dev libcpp-httplib-dev nlohmann-json3-dev
 )
 test_packages=(
   # tests and benchmarks

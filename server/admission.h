@@ -1,8 +1,8 @@
-// Admission: the path of one TopKRequest from the wire into the batcher, shared by TopK and
-// TopKStream. Parses the message (the service takes raw bytes, so that a message that is not a
-// TopKRequest gets an answer that says so), refuses new work while draining, validates at the
-// edge, holds each caller to its share of the queue, sizes the response's value and slot bytes so
-// that the batcher can copy results straight into them, and logs each request at debug level.
+// Admission: the path of one parsed request (request_parser.h) from the wire into the batcher,
+// shared by TopK and TopKStream, Lookup and LookupStream. Refuses new work while draining (and
+// lookups while the memories load), validates at the edge, holds each caller to its share of the
+// queue, sizes the response's bytes so that the batcher can copy results straight into them, and
+// logs each request at debug level.
 #pragma once
 
 #include <atomic>
@@ -19,39 +19,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "grpcpp/support/byte_buffer.h"
-#include "grpcpp/support/slice.h"
 #include "pkserve/v1/pkserve.pb.h"
 #include "server/batcher.h"
+#include "server/memory_store.h"
+#include "server/request_parser.h"
 
 namespace pkserve {
-
-// A TopKRequest as it came off the wire. `request` holds every field but `scores`; the scores'
-// bytes stay where gRPC received them, so that the executor's one copy in (or the CPU's reading in
-// place) is the only pass over them: `scores` lists them in order, as pieces of `slices`, which
-// keeps them alive. (Where the message cannot be read that way, ParseTopKRequest parses it whole,
-// and `scores` is then the one piece request.scores().) Neither moved nor copied once parsed.
-struct ReceivedTopK {
-  v1::TopKRequest request;
-  std::vector<grpc::Slice> slices;
-  std::vector<std::span<const std::byte>> scores;
-
-  ReceivedTopK() = default;
-  ReceivedTopK(const ReceivedTopK&) = delete;
-  ReceivedTopK& operator=(const ReceivedTopK&) = delete;
-
-  size_t scores_bytes() const;
-  // Frees everything (for a stream, once a request is answered).
-  void Clear();
-};
-
-// `message` (one gRPC message, left as it was) parsed into `received`; INVALID_ARGUMENT saying so
-// when its bytes are not a TopKRequest. Accepts exactly what protobuf's parser accepts, with the
-// same result.
-absl::Status ParseTopKRequest(grpc::ByteBuffer& message, ReceivedTopK* received);
-
-// `message` serialized into `out` for a raw write; INTERNAL if protobuf cannot.
-absl::Status SerializeMessage(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out);
 
 // Rows that each caller (a connection: gRPC's peer address, which includes the client's port) has
 // admitted and not yet answered, held to a per-caller limit so that one caller cannot fill the
@@ -76,8 +49,9 @@ class CallerRows {
 
 class Admission {
  public:
-  // `batcher` must outlive the admission.
-  Admission(Batcher& batcher, uint32_t max_rows_per_request, uint64_t max_caller_queued_rows);
+  // `batcher` and `memories` must outlive the admission.
+  Admission(Batcher& batcher, const MemoryStore& memories, uint32_t max_rows_per_request,
+            uint64_t max_caller_queued_rows);
 
   // Takes `received` in for `caller` (see CallerRows). OK: `done` is called exactly once, later and
   // from another thread, with OK (`response` filled, timing included) or why it failed. Otherwise
@@ -89,6 +63,15 @@ class Admission {
                       absl::AnyInvocable<bool() const> is_cancelled,
                       absl::AnyInvocable<void(absl::Status) &&> done);
 
+  // The same for a lookup: NOT_FOUND for a memory the server does not hold, UNAVAILABLE until
+  // MemoriesReady() (the memories are still loading).
+  absl::Status SubmitLookup(absl::string_view caller, const ReceivedLookup& received,
+                            v1::LookupResponse* response, absl::Time deadline,
+                            absl::AnyInvocable<bool() const> is_cancelled,
+                            absl::AnyInvocable<void(absl::Status) &&> done);
+  // Every memory is loaded on the executor: lookups are served from now on.
+  void MemoriesReady() { memories_ready_.store(true, std::memory_order_release); }
+
   // From now on Submit answers UNAVAILABLE.
   void StartDraining() { draining_.store(true, std::memory_order_release); }
   bool draining() const { return draining_.load(std::memory_order_acquire); }
@@ -96,7 +79,15 @@ class Admission {
   const CallerRows& caller_rows() const { return caller_rows_; }
 
  private:
+  // Counts the work's rows against the caller's share and queues it; `done` then runs after
+  // `finish` (which fills the response's timing) once the work is answered.
+  absl::Status Queue(absl::string_view caller, std::unique_ptr<Work> work, v1::Timing* timing,
+                     absl::AnyInvocable<void(const absl::Status&, const WorkTiming&)> log,
+                     absl::AnyInvocable<void(absl::Status) &&> done);
+
   Batcher& batcher_;
+  const MemoryStore& memories_;
+  std::atomic<bool> memories_ready_{false};
   const uint32_t max_rows_per_request_;
   CallerRows caller_rows_;
   std::atomic<bool> draining_{false};

@@ -48,7 +48,37 @@ std::optional<absl::Status> DropReason(const Work& work, absl::Time now) {
   return std::nullopt;
 }
 
+absl::StatusOr<std::unique_ptr<Batch>> NewBatchFor(Executor& executor, const pk::Problem& problem,
+                                                   const std::optional<LookupSpec>& lookup,
+                                                   size_t rows) {
+  if (lookup.has_value()) return executor.NewLookupBatch(*lookup, rows);
+  return executor.NewBatch(problem, rows);
+}
+
+// The first row of `rows` (request rows first_row.. of the batch's rows at batch_row..) whose
+// selected scores had no finite maximum, as the request's row number.
+std::optional<uint32_t> FirstInvalidRow(const Batch& batch, size_t batch_row, uint32_t first_row,
+                                        uint32_t rows) {
+  const std::span<const uint8_t> valid = batch.row_valid().subspan(batch_row, rows);
+  for (uint32_t i = 0; i < rows; ++i) {
+    if (valid[i] == 0) return first_row + i;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+size_t Batcher::BatchCapacity(uint32_t max_batch_rows, const Executor& executor,
+                              const ShapeQueue& queue) {
+  if (!queue.lookup.has_value()) {
+    return std::max<size_t>(
+        1, std::min<size_t>(max_batch_rows, executor.max_batch_rows(queue.problem)));
+  }
+  // Whole outputs only: a multiple of heads, at least one output's rows.
+  const size_t heads = queue.lookup->problem.heads;
+  const size_t rows = std::min<size_t>(max_batch_rows, executor.max_lookup_batch_rows(*queue.lookup));
+  return std::max(heads, rows / heads * heads);
+}
 
 Batcher::Batcher(const BatcherOptions& options, Executor& executor)
     : options_(options),
@@ -87,6 +117,11 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Work> work) {
   std::copy_n(problem.widths.begin(), problem.factors, key.widths.begin());
   key.k = problem.k;
   key.dtype = problem.dtype;
+  if (work->lookup.has_value()) {
+    key.memory = work->lookup->memory;
+    key.heads = work->lookup->problem.heads;
+    key.output_dtype = work->lookup->problem.output_dtype;
+  }
 
   absl::ReleasableMutexLock lock(&mu_);
   if (!accepting_) return absl::UnavailableError("the server is shutting down");
@@ -101,8 +136,8 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Work> work) {
   ShapeQueue& queue = it->second;
   if (inserted) {
     queue.problem = problem;
-    queue.batch_capacity = std::max<size_t>(
-        1, std::min<size_t>(options_.max_batch_rows, executor_.max_batch_rows(problem)));
+    queue.lookup = work->lookup;
+    queue.batch_capacity = BatchCapacity(options_.max_batch_rows, executor_, queue);
   }
   auto tracked = std::make_shared<Tracked>();
   tracked->rows_left = work->rows;
@@ -119,11 +154,12 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Work> work) {
   // the lock, so that nothing can fail once the rows are planned.
   std::optional<std::pair<Plan, std::unique_ptr<Batch>>> direct;
   if (ReadyNowLocked(queue) && queues_.size() == 1 && queue.entries.size() == 1) {
-    absl::StatusOr<std::unique_ptr<Batch>> batch = executor_.NewBatch(
-        queue.problem, std::min<size_t>(queue.rows, queue.batch_capacity));
+    absl::StatusOr<std::unique_ptr<Batch>> batch = NewBatchFor(
+        executor_, queue.problem, queue.lookup, std::min<size_t>(queue.rows, queue.batch_capacity));
     if (batch.ok()) {
       Plan plan;
       plan.problem = queue.problem;
+      plan.lookup = queue.lookup;
       AddFrontLocked(queue, now, plan);
       EraseEmptyQueuesLocked();
       ++in_flight_;
@@ -219,6 +255,7 @@ std::optional<Batcher::Plan> Batcher::TakeBatchLocked(absl::Time now, absl::Time
 
   Plan plan;
   plan.problem = chosen->problem;
+  plan.lookup = chosen->lookup;
   while (plan.rows < chosen->batch_capacity && !chosen->entries.empty()) {
     const std::shared_ptr<Tracked> tracked = chosen->entries.front();
     if (std::optional<absl::Status> reason = DropReason(*tracked->work, now)) {
@@ -303,7 +340,7 @@ Batcher::Answer Batcher::FinishLocked(Tracked& tracked) {
 void Batcher::Deliver(std::vector<Answer> answers) {
   if (answers.empty()) return;
   for (Answer& answer : answers) {
-    if (options_.observer != nullptr) options_.observer->WorkDone(answer.status, answer.timing);
+    if (options_.observer != nullptr) options_.observer->WorkDone(*answer.work, answer.status, answer.timing);
     std::move(answer.work->done)(answer.status, answer.timing);
   }
   absl::MutexLock lock(&mu_);
@@ -311,7 +348,8 @@ void Batcher::Deliver(std::vector<Answer> answers) {
 }
 
 void Batcher::Send(Plan plan) {
-  absl::StatusOr<std::unique_ptr<Batch>> batch = executor_.NewBatch(plan.problem, plan.rows);
+  absl::StatusOr<std::unique_ptr<Batch>> batch =
+      NewBatchFor(executor_, plan.problem, plan.lookup, plan.rows);
   if (!batch.ok()) {
     OnBatchDone(plan, nullptr, BatchOutcome{batch.status(), absl::ZeroDuration()});
     return;
@@ -337,10 +375,46 @@ void Batcher::Dispatch(Plan plan, std::unique_ptr<Batch> batch) {
                    });
 }
 
+void Batcher::ScatterLookup(const Plan& plan, const Batch& batch,
+                            std::vector<std::pair<const Segment*, uint32_t>>* invalid_rows) {
+  const pk::LookupProblem& lookup = plan.lookup->problem;
+  const size_t output_bytes = lookup.output_row_bytes();
+  const size_t pair_bytes = size_t{plan.problem.kk()} * sizeof(uint32_t);  // a row's slots or weights
+  const std::byte* outputs = batch.outputs().data();
+  const auto* slots = reinterpret_cast<const std::byte*>(batch.slots().data());
+  const auto* weights = reinterpret_cast<const std::byte*>(batch.weights().data());
+  size_t batch_row = 0;
+  for (const Segment& segment : plan.segments) {
+    const Work& work = *segment.tracked->work;
+    // Segments hold whole outputs: first_row and rows are multiples of heads.
+    const size_t outputs_before = segment.first_row / lookup.heads;
+    const size_t segment_outputs = segment.rows / lookup.heads;
+    std::memcpy(work.values.data() + outputs_before * output_bytes,
+                outputs + batch_row / lookup.heads * output_bytes, segment_outputs * output_bytes);
+    if (!work.slots.empty()) {
+      std::memcpy(work.slots.data() + segment.first_row * pair_bytes, slots + batch_row * pair_bytes,
+                  segment.rows * pair_bytes);
+    }
+    if (!work.weights.empty()) {
+      std::memcpy(work.weights.data() + segment.first_row * pair_bytes,
+                  weights + batch_row * pair_bytes, segment.rows * pair_bytes);
+    }
+    if (std::optional<uint32_t> row =
+            FirstInvalidRow(batch, batch_row, segment.first_row, segment.rows)) {
+      invalid_rows->emplace_back(&segment, *row);
+    }
+    batch_row += segment.rows;
+  }
+}
+
 void Batcher::OnBatchDone(const Plan& plan, std::unique_ptr<Batch> batch,
                           const BatchOutcome& outcome) {
   const bool ok = outcome.status.ok() && batch != nullptr;
-  if (ok) {
+  // Lookup requests with a row whose weights are undefined, and the first such row of each.
+  std::vector<std::pair<const Segment*, uint32_t>> invalid_rows;
+  if (ok && plan.lookup.has_value()) {
+    ScatterLookup(plan, *batch, &invalid_rows);
+  } else if (ok) {
     // The one copy out: each request's rows from the staging into its response.
     const size_t value_bytes = plan.problem.out_value_bytes();
     const size_t slot_bytes = size_t{plan.problem.kk()} * sizeof(uint32_t);
@@ -373,6 +447,12 @@ void Batcher::OnBatchDone(const Plan& plan, std::unique_ptr<Batch> batch,
       if (!ok && tracked.status.ok()) {
         tracked.status = outcome.status.ok() ? absl::InternalError("the executor returned no batch")
                                              : outcome.status;
+      }
+      for (const auto& [invalid, row] : invalid_rows) {
+        if (invalid != &segment || !tracked.status.ok()) continue;
+        tracked.status = absl::InvalidArgumentError(absl::StrCat(
+            "scores row ", row, ": its selected scores have no finite maximum (+inf, or all -inf "
+            "or NaN), so its softmax weights are undefined"));
       }
       if (tracked.rows_left == 0) answers.push_back(FinishLocked(tracked));
     }

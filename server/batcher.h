@@ -1,5 +1,6 @@
-// The dynamic batcher: one FIFO queue per shape class (factor widths, k, dtype), rows from many
-// requests coalesced into batches for the executor.
+// The dynamic batcher: one FIFO queue per shape class (factor widths, k, dtype; for a lookup also
+// the memory, heads and output type), rows from many requests coalesced into batches for the
+// executor.
 //
 // When a batch goes out:
 //   - the executor is idle (holds no batch): at once, whatever is queued; a lone request never
@@ -9,7 +10,8 @@
 //     max_queue_delay;
 //   - the executor is full: when one of its batches completes.
 // Among ready queues the one with the oldest request goes first. A request larger than a batch is
-// split across batches; it is answered once all its rows are back.
+// split across batches (a lookup at a multiple of its heads, so that an output's rows stay in one
+// batch); it is answered once all its rows are back.
 //
 // Queued rows are bounded (max_queued_rows): past it Enqueue fails at once with
 // RESOURCE_EXHAUSTED. A request whose deadline passed or whose caller cancelled is dropped before
@@ -54,16 +56,26 @@ struct WorkTiming {
 // behind `scores`, `values` and `slots` valid until `done` has been called.
 struct Work {
   pk::Problem problem;                // validated
+  // Set for a lookup (validated): rows is then a multiple of lookup->problem.heads, and `values`,
+  // `slots` and `weights` hold what the comments after "lookup:" say.
+  std::optional<LookupSpec> lookup;
   uint32_t rows = 0;                  // >= 1
   // rows x problem.row_bytes() bytes in all, in order, in pieces that need not hold whole rows
   // (as gRPC received them; see ReceivedTopK)
   std::span<const std::span<const std::byte>> scores;
-  std::span<std::byte> values;        // rows x problem.out_value_bytes(), filled on success
-  std::span<std::byte> slots;         // rows x problem.kk() little-endian uint32, filled on success
+  // rows x problem.out_value_bytes(), filled on success; lookup: rows / heads outputs of
+  // lookup->problem.output_row_bytes()
+  std::span<std::byte> values;
+  // rows x problem.kk() little-endian uint32, filled on success; lookup: the same, or empty when
+  // the caller did not ask for slots
+  std::span<std::byte> slots;
+  // lookup: rows x problem.kk() little-endian float32 weights, or empty; unused for a top-k
+  std::span<std::byte> weights;
   absl::Time deadline = absl::InfiniteFuture();
   absl::AnyInvocable<bool() const> is_cancelled;  // optional: has the caller gone away?
   // Called exactly once, from a batcher or executor thread: OK with values and slots filled, or
-  // why the rows were not computed.
+  // why the rows were not computed (for a lookup, INVALID_ARGUMENT naming the first row whose
+  // selected scores have no finite maximum).
   absl::AnyInvocable<void(absl::Status status, const WorkTiming& timing) &&> done;
 };
 
@@ -75,7 +87,7 @@ class BatcherObserver {
   // A batch of `rows` rows came back from the executor.
   virtual void BatchDone(size_t rows, const BatchOutcome& outcome) = 0;
   // An accepted work is being answered with `status`.
-  virtual void WorkDone(const absl::Status& status, const WorkTiming& timing) = 0;
+  virtual void WorkDone(const Work& work, const absl::Status& status, const WorkTiming& timing) = 0;
 };
 
 struct BatcherOptions {
@@ -139,6 +151,7 @@ class Batcher {
   };
   struct Plan {
     pk::Problem problem;
+    std::optional<LookupSpec> lookup;
     size_t rows = 0;
     std::vector<Segment> segments;  // in batch order
   };
@@ -146,14 +159,20 @@ class Batcher {
     std::array<uint32_t, pk::kMaxFactors> widths{};
     uint32_t k = 0;
     pk::DType dtype = pk::DType::kFloat32;
+    // A lookup's class adds its memory, heads and output type; a top-k has no memory.
+    const HostedMemory* memory = nullptr;
+    uint32_t heads = 0;
+    pk::DType output_dtype = pk::DType::kFloat32;
     bool operator==(const ShapeKey&) const = default;
     template <typename H>
     friend H AbslHashValue(H hash, const ShapeKey& key) {
-      return H::combine(std::move(hash), key.widths, key.k, key.dtype);
+      return H::combine(std::move(hash), key.widths, key.k, key.dtype, key.memory, key.heads,
+                        key.output_dtype);
     }
   };
   struct ShapeQueue {
     pk::Problem problem;
+    std::optional<LookupSpec> lookup;
     size_t batch_capacity = 1;  // rows in one batch of this shape
     uint64_t rows = 0;          // rows queued and not yet in a batch
     std::deque<std::shared_ptr<Tracked>> entries;
@@ -193,6 +212,15 @@ class Batcher {
   void Dispatch(Plan plan, std::unique_ptr<Batch> batch) ABSL_LOCKS_EXCLUDED(mu_);
   void OnBatchDone(const Plan& plan, std::unique_ptr<Batch> batch, const BatchOutcome& outcome)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The one copy out of a lookup batch: outputs (and slots and weights where asked for) to each
+  // request; the requests with a row whose weights are undefined go to `invalid_rows`, each with
+  // its first such row.
+  static void ScatterLookup(const Plan& plan, const Batch& batch,
+                            std::vector<std::pair<const Segment*, uint32_t>>* invalid_rows);
+  // Rows of a batch of `queue`'s class: within max_batch_rows and the executor's staging; for a
+  // lookup a multiple of heads.
+  static size_t BatchCapacity(uint32_t max_batch_rows, const Executor& executor,
+                              const ShapeQueue& queue);
 
   bool IsIdle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool InFlightDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

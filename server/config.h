@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/memory_store.h"
 #include "server/tls.h"
 
 namespace pkserve {
@@ -29,6 +30,9 @@ struct ServerConfig {
   int threads = 0;           // CPU compute threads; 0 = one per hardware thread
   std::vector<int> devices;  // CUDA devices to use; empty = all
   int streams = 4;           // CUDA streams per device
+
+  // The hosted memories (--memory, repeatable), loaded at start; Lookup reads them.
+  std::vector<MemorySpec> memories;
 
   uint32_t max_batch_rows = 1024;                            // rows in one batch, at most
   absl::Duration max_queue_delay = absl::Microseconds(500);  // longest wait for a batch to fill

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/topk_cpu.h"
+#include "server/memory_store.h"
 
 namespace pkserve {
 
@@ -22,6 +23,18 @@ class CpuExecutor::CpuBatch final : public Batch {
               std::span(set.slots.data(), rows * problem.kk())),
         executor_(executor),
         set_index_(set_index) {}
+  // A lookup batch in `set` (sized for it).
+  CpuBatch(CpuExecutor& executor, int set_index, const LookupSpec& spec, size_t rows,
+           StagingSet& set)
+      : Batch(spec.problem.topk, rows,
+              std::span(set.scores.data(), rows * spec.problem.topk.row_bytes()), {},
+              std::span(set.slots.data(), rows * spec.problem.topk.kk())),
+        executor_(executor),
+        set_index_(set_index) {
+    SetLookup(spec, std::span(set.weights.data(), rows * spec.problem.topk.kk()),
+              std::span(set.row_valid.data(), rows),
+              std::span(set.outputs.data(), rows / spec.problem.heads * spec.problem.output_row_bytes()));
+  }
   ~CpuBatch() override { executor_.ReleaseSet(set_index_); }
 
  private:
@@ -70,17 +83,7 @@ absl::StatusOr<std::unique_ptr<Batch>> CpuExecutor::NewBatch(const pk::Problem& 
     return absl::InternalError(
         absl::StrCat("batch of ", rows, " rows, the staging holds 1 to ", max_batch_rows(problem)));
   }
-  int index = -1;
-  {
-    absl::MutexLock lock(&mu_);
-    for (size_t i = 0; i < set_in_use_.size(); ++i) {
-      if (!set_in_use_[i]) {
-        set_in_use_[i] = true;
-        index = static_cast<int>(i);
-        break;
-      }
-    }
-  }
+  const int index = TakeSet();
   if (index < 0) {
     return absl::InternalError(
         absl::StrCat("all ", options_.max_in_flight, " CPU staging sets are in use"));
@@ -94,6 +97,58 @@ absl::StatusOr<std::unique_ptr<Batch>> CpuExecutor::NewBatch(const pk::Problem& 
   grow(set.values, rows * problem.out_value_bytes());
   grow(set.slots, rows * problem.kk());
   return std::make_unique<CpuBatch>(*this, index, problem, rows, set);
+}
+
+absl::Status CpuExecutor::AddMemory(const HostedMemory& memory) {
+  memory.TouchPages();
+  return absl::OkStatus();
+}
+
+size_t CpuExecutor::max_lookup_batch_rows(const LookupSpec& spec) const {
+  const pk::LookupProblem& lookup = spec.problem;
+  const size_t kk = lookup.topk.kk();
+  // Per score row: its scores, slots, weights and validity, and its share of an output.
+  const size_t row_bytes = lookup.topk.row_bytes() + kk * (sizeof(uint32_t) + sizeof(float)) + 1 +
+                           (lookup.output_row_bytes() + lookup.heads - 1) / lookup.heads;
+  const size_t rows = options_.staging_bytes / row_bytes;
+  return std::max<size_t>(lookup.heads, rows / lookup.heads * lookup.heads);
+}
+
+absl::StatusOr<std::unique_ptr<Batch>> CpuExecutor::NewLookupBatch(const LookupSpec& spec,
+                                                                   size_t rows) {
+  const pk::LookupProblem& lookup = spec.problem;
+  if (rows < 1 || rows % lookup.heads != 0 || rows > max_lookup_batch_rows(spec)) {
+    return absl::InternalError(absl::StrCat("lookup batch of ", rows, " rows, the staging holds ",
+                                            lookup.heads, " to ", max_lookup_batch_rows(spec),
+                                            " in multiples of ", lookup.heads));
+  }
+  const int index = TakeSet();
+  if (index < 0) {
+    return absl::InternalError(
+        absl::StrCat("all ", options_.max_in_flight, " CPU staging sets are in use"));
+  }
+  StagingSet& set = *sets_[index];
+  const auto grow = [](auto& buffer, size_t size) {
+    if (buffer.size() < size) buffer.resize(size);
+  };
+  const size_t pairs = rows * lookup.topk.kk();
+  grow(set.scores, rows * lookup.topk.row_bytes());
+  grow(set.slots, pairs);
+  grow(set.weights, pairs);
+  grow(set.row_valid, rows);
+  grow(set.outputs, rows / lookup.heads * lookup.output_row_bytes());
+  return std::make_unique<CpuBatch>(*this, index, spec, rows, set);
+}
+
+int CpuExecutor::TakeSet() {
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < set_in_use_.size(); ++i) {
+    if (!set_in_use_[i]) {
+      set_in_use_[i] = true;
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
 }
 
 void CpuExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done) {
@@ -125,7 +180,12 @@ void CpuExecutor::RunLoop() {
     // The rows are read where the requests hold them; only a row split across two of gRPC's
     // slices is copied first.
     const std::vector<std::span<const std::byte>> rows = batch.WholeRows();
-    engine_.Run(batch.problem(), rows, batch.values().data(), batch.slots().data());
+    if (const LookupSpec* lookup = batch.lookup()) {
+      engine_.RunLookup(lookup->problem, lookup->memory->values(), rows, batch.slots().data(),
+                        batch.weights().data(), batch.row_valid().data(), batch.outputs().data());
+    } else {
+      engine_.Run(batch.problem(), rows, batch.values().data(), batch.slots().data());
+    }
     BatchOutcome outcome{absl::OkStatus(), absl::Now() - start};
     {
       absl::MutexLock lock(&mu_);

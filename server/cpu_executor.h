@@ -1,5 +1,6 @@
 // The CPU executor: batches run one after another on a pool of compute threads
-// (pk::cpu::ParallelTopK splits each batch's rows across them).
+// (pk::cpu::ParallelTopK splits each batch's rows across them); lookups read the hosted memory's
+// table from its file's mapping.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +36,11 @@ class CpuExecutor final : public Executor {
   int max_in_flight() const override { return options_.max_in_flight; }
   size_t max_batch_rows(const pk::Problem& problem) const override;
   absl::StatusOr<std::unique_ptr<Batch>> NewBatch(const pk::Problem& problem, size_t rows) override;
+  // Lookups read the table where the memory holds it (the file's mapping).
+  absl::Status AddMemory(const HostedMemory& memory) override;
+  size_t max_lookup_batch_rows(const LookupSpec& spec) const override;
+  absl::StatusOr<std::unique_ptr<Batch>> NewLookupBatch(const LookupSpec& spec,
+                                                        size_t rows) override;
   void Submit(std::unique_ptr<Batch> batch, BatchDone done) override;
 
  private:
@@ -43,6 +49,9 @@ class CpuExecutor final : public Executor {
     std::vector<std::byte> scores;
     std::vector<std::byte> values;
     std::vector<uint32_t> slots;
+    std::vector<float> weights;     // lookups only
+    std::vector<uint8_t> row_valid;  // lookups only
+    std::vector<std::byte> outputs;  // lookups only
   };
   class CpuBatch;
 
@@ -61,6 +70,8 @@ class CpuExecutor final : public Executor {
   bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HasComputedOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseSet(int index);
+  // A free staging set, marked in use; -1 when every one is held.
+  int TakeSet();
 
   const Options options_;
   pk::cpu::ParallelTopK engine_;

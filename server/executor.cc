@@ -5,6 +5,8 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -105,6 +107,19 @@ std::vector<std::span<const std::byte>> Batch::WholeRows() const {
     begin = end;
   }
   return rows;
+}
+
+absl::Status Executor::AddMemory(const HostedMemory& /*memory*/) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", absl::string_view(backend().data(), backend().size()),
+                   " backend does not compute lookups of hosted memories"));
+}
+
+absl::StatusOr<std::unique_ptr<Batch>> Executor::NewLookupBatch(const LookupSpec& /*spec*/,
+                                                                size_t /*rows*/) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", absl::string_view(backend().data(), backend().size()),
+                   " backend does not compute lookups of hosted memories"));
 }
 
 void AppendPieces(std::span<const std::span<const std::byte>> pieces, size_t begin, size_t end,

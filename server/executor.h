@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,9 +32,19 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "kernels/lookup/lookup.h"
 #include "kernels/problem.h"
 
 namespace pkserve {
+
+class HostedMemory;
+
+// What a lookup batch computes beyond the top-k of its rows: the memory it reads and the shape of
+// the read (heads, dim, the table's and the outputs' types).
+struct LookupSpec {
+  pk::LookupProblem problem;             // problem.topk is the batch's top-k problem
+  const HostedMemory* memory = nullptr;  // outlives every batch
+};
 
 // Rows of one shape class, gathered from one or more requests, in the executor's staging memory.
 // Executors subclass it to carry their own handle (buffer set, stream); destroying it returns the
@@ -63,6 +74,18 @@ class Batch {
   // they are: each run of whole rows within one source is read in place, and each row split
   // across sources is first copied to its own place in scores(). Without sources, scores() whole.
   std::vector<std::span<const std::byte>> WholeRows() const;
+  // A lookup batch's spec, or null for a top-k batch. A lookup batch computes the top-k of each
+  // row into slots(), then its weights(), row_valid() and the outputs() (SPEC.md, the memory
+  // lookup contract); its values() is empty.
+  const LookupSpec* lookup() const { return lookup_.has_value() ? &*lookup_ : nullptr; }
+  // Lookup: rows x kk float32 weights, in slot order.
+  std::span<float> weights() const { return weights_; }
+  // Lookup: one byte a row, 1 when its weights are defined, 0 when its selected scores have no
+  // finite maximum (its output is then not defined either).
+  std::span<uint8_t> row_valid() const { return row_valid_; }
+  // Lookup: rows / heads outputs of problem.output_row_bytes() each.
+  std::span<std::byte> outputs() const { return outputs_; }
+
   // Copies bytes [begin, end) of the sources, taken back to back, to the same bytes of scores();
   // a no-op without sources. Executors whose device reads scores() (not this CPU) call it before
   // computing, whole or in chunks; its stores bypass the CPU's caches.
@@ -74,6 +97,14 @@ class Batch {
   Batch(const pk::Problem& problem, size_t rows, std::span<std::byte> scores,
         std::span<std::byte> values, std::span<uint32_t> slots)
       : problem_(problem), rows_(rows), scores_(scores), values_(values), slots_(slots) {}
+  // Makes this a lookup batch (see lookup()); the spans must cover the sizes above.
+  void SetLookup(const LookupSpec& spec, std::span<float> weights, std::span<uint8_t> row_valid,
+                 std::span<std::byte> outputs) {
+    lookup_ = spec;
+    weights_ = weights;
+    row_valid_ = row_valid;
+    outputs_ = outputs;
+  }
 
  private:
   pk::Problem problem_;
@@ -82,6 +113,10 @@ class Batch {
   std::span<std::byte> values_;
   std::span<uint32_t> slots_;
   std::vector<std::span<const std::byte>> sources_;
+  std::optional<LookupSpec> lookup_;
+  std::span<float> weights_;
+  std::span<uint8_t> row_valid_;
+  std::span<std::byte> outputs_;
 };
 
 // Appends bytes [begin, end) of `pieces`, taken back to back, to `out`, as pieces of them.
@@ -129,6 +164,20 @@ class Executor {
   // False once the executor can no longer compute (e.g. every CUDA device failed); the server
   // then reports NOT_SERVING. Batches submitted meanwhile still complete, with an error status.
   virtual bool healthy() const { return true; }
+
+  // Lookups. AddMemory readies `memory` for lookups before the server serves (CPU: reads its pages
+  // in; CUDA: a copy on every device, after checking it fits) and is called once per memory; an
+  // executor that does not compute lookups answers UNIMPLEMENTED, and the server does not start.
+  virtual absl::Status AddMemory(const HostedMemory& memory);
+  // Score rows of a lookup of `spec` that fit one batch: a multiple of spec.problem.heads, at
+  // least heads.
+  virtual size_t max_lookup_batch_rows(const LookupSpec& spec) const {
+    return spec.problem.heads;
+  }
+  // Staging for a lookup batch of `rows` score rows (a multiple of heads, at most
+  // max_lookup_batch_rows(spec)); fails as NewBatch does.
+  virtual absl::StatusOr<std::unique_ptr<Batch>> NewLookupBatch(const LookupSpec& spec,
+                                                                size_t rows);
 
   // Starts computing `batch` (one of this executor's, its scores filled) and returns at once.
   // Calls `done` exactly once, from an executor thread and never from inside Submit. Batches may

@@ -32,6 +32,16 @@ class FaultInjectingExecutor final : public Executor {
                                                   size_t rows) override {
     return inner_->NewBatch(problem, rows);
   }
+  absl::Status AddMemory(const HostedMemory& memory) override {
+    return inner_->AddMemory(memory);
+  }
+  size_t max_lookup_batch_rows(const LookupSpec& spec) const override {
+    return inner_->max_lookup_batch_rows(spec);
+  }
+  absl::StatusOr<std::unique_ptr<Batch>> NewLookupBatch(const LookupSpec& spec,
+                                                        size_t rows) override {
+    return inner_->NewLookupBatch(spec, rows);
+  }
   bool healthy() const override { return inner_->healthy(); }
   // The batch runs on the inner executor either way (so `done` comes from its thread, as the
   // contract asks); a batch picked to fail then completes with INTERNAL instead of its outcome.

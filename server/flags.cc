@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "server/version.h"
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051",
@@ -68,6 +69,11 @@ ABSL_FLAG(std::string, log_format, "text", "text, or json (one object a line)");
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9090",
           "host:port of the Prometheus metrics endpoint (HTTP, path /metrics); port 0 picks a "
           "free port and logs it; empty: no endpoint");
+// Listed by --help; its values are taken out of argv by TakeMemoryFlags, since it repeats.
+ABSL_FLAG(std::string, memory, "",
+          "a hosted memory for Lookup, NAME=PATH[,widths=W0xW1[xW2[xW3]]]; repeat for more. PATH: "
+          "a safetensors file (tensor 'values' [slots, dim], BF16 or F32, factor widths in "
+          "__metadata__ 'factor_widths') or a .npy ('<f4', or bfloat16 bits as '<u2') with widths=");
 // Hidden from --help (defined in server/testing_flags.cc): fault injection for tests.
 ABSL_DECLARE_FLAG(uint32_t, inject_batch_failures);
 
@@ -98,13 +104,43 @@ void SetUpFlagsUsage() {
   usage.version_string = [] { return absl::StrCat("pkserve ", kVersion, "\n"); };
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
-      "product-key top-k (sparse memory lookup) over gRPC.\n"
+      "product-key top-k and hosted product-key memories (sparse memory lookup) over gRPC.\n"
       "Serves pkserve.v1.SparseMemory, grpc.health.v1.Health and server reflection.\n"
       "Usage: pkserve [--address=0.0.0.0:50051] [--backend=auto|cpu|cuda] [flags]");
 }
 
-absl::StatusOr<ServerConfig> ConfigFromFlags() {
+std::vector<std::string> TakeMemoryFlags(int& argc, char** argv) {
+  std::vector<std::string> values;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") {  // the rest is positional
+      while (i < argc) argv[kept++] = argv[i++];
+      break;
+    }
+    absl::string_view name = arg;
+    if (!absl::ConsumePrefix(&name, "--")) absl::ConsumePrefix(&name, "-");
+    if (absl::ConsumePrefix(&name, "memory=")) {
+      values.emplace_back(name);
+      continue;
+    }
+    if (name == "memory" && name.size() != arg.size() && i + 1 < argc) {
+      values.emplace_back(argv[++i]);
+      continue;
+    }
+    argv[kept++] = argv[i];
+  }
+  argc = kept;
+  return values;
+}
+
+absl::StatusOr<ServerConfig> ConfigFromFlags(const std::vector<std::string>& memory_flags) {
   ServerConfig config;
+  for (const std::string& value : memory_flags) {
+    absl::StatusOr<MemorySpec> spec = ParseMemorySpec(value);
+    if (!spec.ok()) return spec.status();
+    config.memories.push_back(*std::move(spec));
+  }
   config.address = absl::GetFlag(FLAGS_address);
   config.tls.cert = absl::GetFlag(FLAGS_tls_cert);
   config.tls.key = absl::GetFlag(FLAGS_tls_key);

@@ -1,6 +1,9 @@
 // pkserve's command-line flags (abseil flags) and their translation into a ServerConfig.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "server/config.h"
 
@@ -10,7 +13,13 @@ namespace pkserve {
 // and --version text. Call before absl::ParseCommandLine.
 void SetUpFlagsUsage();
 
-// The config the parsed flags describe, validated; errors name the flag and its allowed range.
-absl::StatusOr<ServerConfig> ConfigFromFlags();
+// Takes every --memory=VALUE (or --memory VALUE) out of argv, in order, and returns the values:
+// --memory repeats, which abseil's flags do not. Call before absl::ParseCommandLine; `argc`
+// shrinks to match.
+std::vector<std::string> TakeMemoryFlags(int& argc, char** argv);
+
+// The config the parsed flags describe (with the --memory values TakeMemoryFlags took),
+// validated; errors name the flag and its allowed range.
+absl::StatusOr<ServerConfig> ConfigFromFlags(const std::vector<std::string>& memory_flags = {});
 
 }  // namespace pkserve

@@ -56,13 +56,14 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 128 << 20);
 
   pkserve::SetUpFlagsUsage();
+  const std::vector<std::string> memory_flags = pkserve::TakeMemoryFlags(argc, argv);
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     std::fprintf(stderr, "pkserve: unexpected argument '%s' (flags are --name=value; see --help)\n",
                  positional[1]);
     return 2;
   }
-  absl::StatusOr<pkserve::ServerConfig> config = pkserve::ConfigFromFlags();
+  absl::StatusOr<pkserve::ServerConfig> config = pkserve::ConfigFromFlags(memory_flags);
   if (!config.ok()) {
     std::fprintf(stderr, "pkserve: %s\n", std::string(config.status().message()).c_str());
     return 2;

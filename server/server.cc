@@ -18,7 +18,8 @@
 namespace pkserve {
 namespace {
 
-v1::ServerInfo MakeServerInfo(const ServerConfig& config, const Executor& executor) {
+v1::ServerInfo MakeServerInfo(const ServerConfig& config, const Executor& executor,
+                              const MemoryStore& memories) {
   v1::ServerInfo info;
   info.set_version(kVersion);
   info.set_backend(std::string(executor.backend()));
@@ -36,6 +37,7 @@ v1::ServerInfo MakeServerInfo(const ServerConfig& config, const Executor& execut
   batching->set_max_queue_delay_us(
       static_cast<uint64_t>(absl::ToInt64Microseconds(config.max_queue_delay)));
   batching->set_max_queued_rows(config.max_queued_rows);
+  for (const auto& memory : memories.memories()) *info.add_memories() = memory->info();
   return info;
 }
 
@@ -53,13 +55,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   if (absl::Status valid = ValidateConfig(config); !valid.ok()) return valid;
   auto server = std::make_unique<Server>(PrivateTag());
   server->config_ = config;
+  absl::StatusOr<std::unique_ptr<MemoryStore>> memories = MemoryStore::Open(config.memories);
+  if (!memories.ok()) return memories.status();
+  server->memories_ = *std::move(memories);
   if (executor == nullptr) {
     absl::StatusOr<std::unique_ptr<Executor>> made = MakeExecutor(config);
     if (!made.ok()) return made.status();
     executor = *std::move(made);
   }
   server->executor_ = MaybeInjectBatchFailures(std::move(executor), config.inject_batch_failures);
-  server->info_ = MakeServerInfo(config, *server->executor_);
+  server->info_ = MakeServerInfo(config, *server->executor_, *server->memories_);
   const std::vector<std::string> devices = server->executor_->devices();
   server->metrics_ =
       std::make_unique<ServerMetrics>(kVersion, std::string(server->executor_->backend()), devices);
@@ -72,7 +77,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   server->batcher_ = std::make_unique<Batcher>(batching, *server->executor_);
   server->metrics_->SetQueuedRowsSource(
       [batcher = server->batcher_.get()] { return batcher->stats().queued_rows; });
-  server->admission_ = std::make_unique<Admission>(*server->batcher_, config.max_rows_per_request,
+  server->admission_ = std::make_unique<Admission>(*server->batcher_, *server->memories_,
+                                                   config.max_rows_per_request,
                                                    config.ResolvedMaxCallerQueuedRows());
   StreamLimits stream_limits;
   stream_limits.max_open_streams = config.max_open_streams;
@@ -112,6 +118,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                      config.tls.enabled() ? " or --tls_key not the key of --tls_cert?" : "", ")"));
   }
   server->address_ = WithPort(config.address, server->port_);
+  server->grpc_server_->GetHealthCheckService()->SetServingStatus(kServiceName, false);
+  if (absl::Status loaded = server->LoadMemories(); !loaded.ok()) return loaded;
   server->grpc_server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   server->health_watch_ = std::thread([raw = server.get()] { raw->WatchExecutorHealth(); });
   pthread_setname_np(server->health_watch_.native_handle(), "pk-health");
@@ -137,6 +145,28 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     spdlog::info("metrics on http://{}{}", server->metrics_http_->address(), kMetricsPath);
   }
   return server;
+}
+
+absl::Status Server::LoadMemories() {
+  for (const auto& memory : memories_->memories()) {
+    const MemoryLayout& layout = memory->layout();
+    spdlog::info("memory '{}': loading {} ({} slots {} x dim {} {}, {:.1f} MiB)", memory->name(),
+                 memory->path(), layout.slots, absl::StrJoin(layout.factor_widths, "x"),
+                 layout.dim, pk::DTypeName(layout.dtype),
+                 static_cast<double>(layout.data_bytes) / (1 << 20));
+    const absl::Time start = absl::Now();
+    if (absl::Status added = executor_->AddMemory(*memory); !added.ok()) {
+      return absl::Status(added.code(),
+                          absl::StrCat("memory '", memory->name(), "': ", added.message()));
+    }
+    memory->set_load_time(absl::Now() - start);
+    const double seconds = std::max(1e-9, absl::ToDoubleSeconds(memory->load_time()));
+    spdlog::info("memory '{}': loaded in {:.3f} s ({:.2f} GB/s)", memory->name(), seconds,
+                 static_cast<double>(layout.data_bytes) / seconds / 1e9);
+    metrics_->AddMemory(*memory);
+  }
+  admission_->MemoriesReady();
+  return absl::OkStatus();
 }
 
 Server::~Server() { Drain(absl::ZeroDuration()); }

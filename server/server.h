@@ -1,5 +1,11 @@
-// One running pkserve: the executor, the batcher, the SparseMemory service, the standard health
-// service and server reflection on a gRPC server. main.cc runs one; tests run several in-process.
+// One running pkserve: the hosted memories, the executor, the batcher, the SparseMemory service,
+// the standard health service and server reflection on a gRPC server. main.cc runs one; tests run
+// several in-process.
+//
+// Start-up: the memory files are opened and checked first (a bad one stops the start, before
+// anything listens); the server then listens with SparseMemory's health NOT_SERVING while the
+// executor loads the memories (lookups meanwhile get UNAVAILABLE), and turns SERVING once every
+// memory is loaded.
 //
 // Shutdown (Drain): health turns NOT_SERVING, new requests get UNAVAILABLE, open streams finish
 // once their accepted requests are answered, every accepted request is answered (within the
@@ -22,6 +28,7 @@
 #include "server/batcher.h"
 #include "server/config.h"
 #include "server/executor.h"
+#include "server/memory_store.h"
 #include "server/metrics_http.h"
 #include "server/server_metrics.h"
 #include "server/service.h"
@@ -73,8 +80,12 @@ class Server {
   v1::ServerInfo info_;
   int port_ = 0;
   std::string address_;
-  // Destroyed in reverse: the metrics endpoint first, then the gRPC server, the executor, and
-  // last the metrics that all of them report into.
+  // Loads every memory on the executor (timed), then lets lookups in.
+  absl::Status LoadMemories();
+
+  // Destroyed in reverse: the metrics endpoint first, then the gRPC server, the executor, the
+  // metrics that all of them report into, and last the memories everything reads.
+  std::unique_ptr<MemoryStore> memories_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Batcher> batcher_;

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <utility>
 
+#include "server/memory_store.h"
+
 namespace pkserve {
 namespace {
 
-constexpr absl::string_view kRpcNames[] = {"TopK", "TopKStream", "GetServerInfo"};
+constexpr absl::string_view kRpcNames[] = {"TopK", "TopKStream", "GetServerInfo", "Lookup",
+                                           "LookupStream"};
 
 }  // namespace
 
@@ -103,8 +106,36 @@ void ServerMetrics::BatchDone(size_t rows, const BatchOutcome& outcome) {
   }
 }
 
-void ServerMetrics::WorkDone(const absl::Status& /*status*/, const WorkTiming& timing) {
+void ServerMetrics::AddMemory(const HostedMemory& memory) {
+  const MetricLabels labels = {{"memory", memory.name()}};
+  registry_
+      .AddGauge("pkserve_memory_bytes", "Bytes of a hosted memory's values table.", labels)
+      .Set(static_cast<double>(memory.layout().data_bytes));
+  registry_
+      .AddGauge("pkserve_memory_load_seconds",
+                "How long loading a hosted memory took (checks, reading or copying its table).",
+                labels)
+      .Set(absl::ToDoubleSeconds(memory.load_time()));
+  MemoryCounters& counters = memories_[&memory];
+  counters.outputs = &registry_.AddCounter(
+      "pkserve_lookup_outputs_total", "Outputs of the lookups answered OK, by memory.", labels);
+  counters.value_bytes = &registry_.AddCounter(
+      "pkserve_memory_value_bytes_read_total",
+      "Bytes of the values table read by the lookups answered OK (rows x kk x a value row), by "
+      "memory.",
+      labels);
+}
+
+void ServerMetrics::WorkDone(const Work& work, const absl::Status& status,
+                             const WorkTiming& timing) {
   queue_duration_.Observe(absl::ToDoubleSeconds(timing.queue));
+  if (!status.ok() || !work.lookup.has_value()) return;
+  const auto it = memories_.find(work.lookup->memory);
+  if (it == memories_.end()) return;
+  const pk::LookupProblem& lookup = work.lookup->problem;
+  it->second.outputs->Increment(work.rows / lookup.heads);
+  it->second.value_bytes->Increment(uint64_t{work.rows} * lookup.topk.kk() *
+                                    lookup.value_row_bytes());
 }
 
 }  // namespace pkserve

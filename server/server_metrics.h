@@ -14,6 +14,10 @@
 //   pkserve_backend_info{backend,device}      1 per device the executor computes on
 //   pkserve_device_failures_total{device}     batches that failed on a device
 //   pkserve_build_info{version}               1
+//   pkserve_memory_bytes{memory}              a hosted memory's table size (gauge)
+//   pkserve_memory_load_seconds{memory}       how long it took to load (gauge)
+//   pkserve_lookup_outputs_total{memory}      outputs of the lookups answered OK
+//   pkserve_memory_value_bytes_read_total{memory}  value-table bytes those lookups read
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -32,7 +37,7 @@
 namespace pkserve {
 
 // The RPCs of pkserve.v1.SparseMemory, as the `rpc` label names them.
-enum class Rpc { kTopK, kTopKStream, kGetServerInfo };
+enum class Rpc { kTopK, kTopKStream, kGetServerInfo, kLookup, kLookupStream };
 
 // The short name of a device for labels: an executor's devices() line up to its first space,
 // without a trailing colon ("cpu: 16 threads, avx512" -> "cpu", "cuda:0 NVIDIA H200, ..." ->
@@ -56,15 +61,23 @@ class ServerMetrics final : public BatcherObserver {
   // pkserve_rows_total when the code is OK.
   void RequestAnswered(Rpc rpc, absl::StatusCode code, uint32_t rows, absl::Time arrived);
 
+  // A hosted memory is loaded: its size and load time, and its lookup counters from now on. Call
+  // for every memory before serving (the counters are read without a lock).
+  void AddMemory(const HostedMemory& memory);
+
   // BatcherObserver: per batch, and per request the batcher answers.
   void BatchDone(size_t rows, const BatchOutcome& outcome) override;
-  void WorkDone(const absl::Status& status, const WorkTiming& timing) override;
+  void WorkDone(const Work& work, const absl::Status& status, const WorkTiming& timing) override;
 
   // Prometheus text format.
   std::string Render() const { return registry_.Render(); }
 
  private:
-  static constexpr int kRpcs = 3;
+  struct MemoryCounters {
+    Counter* outputs = nullptr;
+    Counter* value_bytes = nullptr;
+  };
+  static constexpr int kRpcs = 5;
   static constexpr int kCodes = 17;  // gRPC status codes 0 (OK) to 16 (UNAUTHENTICATED)
 
   MetricsRegistry registry_;
@@ -76,6 +89,7 @@ class ServerMetrics final : public BatcherObserver {
   Histogram& batch_rows_;
   Gauge& inflight_;
   std::vector<Counter*> device_failures_;  // by the index of the executor's devices()
+  absl::flat_hash_map<const HostedMemory*, MemoryCounters> memories_;
 };
 
 }  // namespace pkserve

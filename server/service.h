@@ -2,8 +2,8 @@
 // parsed, validated and queued (Admission), and its call is finished from the thread that
 // completes it.
 //
-// TopK and TopKStream are registered raw: gRPC hands them the message bytes and the service parses
-// them itself, so that bytes that are not a TopKRequest get INVALID_ARGUMENT saying so (a
+// TopK, TopKStream, Lookup and LookupStream are registered raw: gRPC hands them the message bytes and the service parses
+// them itself, so that bytes that are not a request get INVALID_ARGUMENT saying so (a
 // StreamError on a stream, which goes on) instead of gRPC's bare UNIMPLEMENTED, or, on a stream,
 // a silent end. The service as clients see it (names, message types, reflection) is unchanged.
 #pragma once
@@ -12,13 +12,16 @@
 #include "pkserve/v1/pkserve.grpc.pb.h"
 #include "server/admission.h"
 #include "server/server_metrics.h"
-#include "server/topk_stream.h"
+#include "server/request_stream.h"
 
 namespace pkserve {
 
-using SparseMemoryRawService =
-    v1::SparseMemory::WithRawCallbackMethod_TopK<v1::SparseMemory::WithRawCallbackMethod_TopKStream<
-        v1::SparseMemory::WithCallbackMethod_GetServerInfo<v1::SparseMemory::Service>>>;
+using SparseMemoryRawService = v1::SparseMemory::WithRawCallbackMethod_TopK<
+    v1::SparseMemory::WithRawCallbackMethod_TopKStream<
+        v1::SparseMemory::WithRawCallbackMethod_Lookup<
+            v1::SparseMemory::WithRawCallbackMethod_LookupStream<
+                v1::SparseMemory::WithCallbackMethod_GetServerInfo<
+                    v1::SparseMemory::Service>>>>>;
 
 class SparseMemoryService final : public SparseMemoryRawService {
  public:
@@ -36,6 +39,11 @@ class SparseMemoryService final : public SparseMemoryRawService {
                                  grpc::ByteBuffer* response) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* TopKStream(
       grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* LookupStream(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const v1::ServerInfoRequest* request,
                                           v1::ServerInfo* response) override;
@@ -44,7 +52,7 @@ class SparseMemoryService final : public SparseMemoryRawService {
   Admission& admission_;
   const v1::ServerInfo info_;
   ServerMetrics& metrics_;
-  TopKStreamRegistry streams_;
+  StreamRegistry streams_;
 };
 
 }  // namespace pkserve

@@ -1,5 +1,6 @@
-// Validation at the edge: a TopKRequest from the wire is checked once, here, against SPEC.md's
-// limits and the server's own; everything behind it trusts the pk::Problem it returns.
+// Validation at the edge: a TopKRequest or LookupRequest from the wire is checked once, here,
+// against the contract's limits (docs/CONTRACT.md) and the server's own; everything behind it
+// trusts the pk::Problem or LookupSpec it returns.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/problem.h"
 #include "pkserve/v1/pkserve.pb.h"
+#include "server/executor.h"
 
 namespace pkserve {
 
@@ -26,5 +28,17 @@ absl::StatusOr<pk::Problem> ValidateTopKRequest(const v1::TopKRequest& request,
 absl::StatusOr<pk::Problem> ValidateTopKRequest(const v1::TopKRequest& request,
                                                 size_t scores_bytes,
                                                 uint32_t max_rows_per_request);
+
+class MemoryStore;
+
+// A LookupRequest against the memories held: `memory` (NOT_FOUND naming the memories the server
+// holds), then k, dtype, heads (0 means 1; 1..64), output_dtype (UNSPECIFIED: the memory's),
+// rows (1..max_rows_per_request, a multiple of heads) and the scores' length, each violation
+// INVALID_ARGUMENT naming the field, the value and the limit. `scores_bytes` stands for
+// request.scores().size().
+absl::StatusOr<LookupSpec> ValidateLookupRequest(const v1::LookupRequest& request,
+                                                 size_t scores_bytes,
+                                                 uint32_t max_rows_per_request,
+                                                 const MemoryStore& memories);
 
 }  // namespace pkserve

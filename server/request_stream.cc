@@ -1,4 +1,4 @@
-#include "server/topk_stream.h"
+#include "server/request_stream.h"
 
 #include <string>
 #include <utility>
@@ -9,10 +9,11 @@
 
 namespace pkserve {
 
-TopKStreamReactor* TopKStreamReactor::Start(grpc::CallbackServerContext* context,
-                                            Admission& admission, TopKStreamRegistry& registry,
-                                            ServerMetrics& metrics) {
-  auto stream = std::make_shared<TopKStreamReactor>(context, admission, registry, metrics);
+template <typename Call>
+StreamReactor<Call>* StreamReactor<Call>::Start(grpc::CallbackServerContext* context,
+                                                Admission& admission, StreamRegistry& registry,
+                                                ServerMetrics& metrics) {
+  auto stream = std::make_shared<StreamReactor>(context, admission, registry, metrics);
   stream->self_ = stream;
   if (!registry.Add(stream)) {
     {
@@ -35,15 +36,17 @@ TopKStreamReactor* TopKStreamReactor::Start(grpc::CallbackServerContext* context
   return stream.get();
 }
 
-TopKStreamReactor::TopKStreamReactor(grpc::CallbackServerContext* context, Admission& admission,
-                                     TopKStreamRegistry& registry, ServerMetrics& metrics)
+template <typename Call>
+StreamReactor<Call>::StreamReactor(grpc::CallbackServerContext* context, Admission& admission,
+                                   StreamRegistry& registry, ServerMetrics& metrics)
     : context_(context),
       peer_(context->peer()),
       admission_(admission),
       registry_(registry),
       metrics_(metrics) {}
 
-void TopKStreamReactor::Drain() {
+template <typename Call>
+void StreamReactor<Call>::Drain() {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
@@ -53,7 +56,8 @@ void TopKStreamReactor::Drain() {
   Run(std::move(actions));
 }
 
-void TopKStreamReactor::OnReadDone(bool ok) {
+template <typename Call>
+void StreamReactor<Call>::OnReadDone(bool ok) {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
@@ -69,9 +73,15 @@ void TopKStreamReactor::OnReadDone(bool ok) {
   Run(std::move(actions));
 }
 
-void TopKStreamReactor::AdmitLocked(std::unique_ptr<Item> item) {
+template <typename Call>
+void StreamReactor<Call>::AdmitLocked(std::unique_ptr<Item> item) {
   Item* admitted = item.get();
   admitted->arrived = metrics_.RequestArrived();
+  if (context_->IsCancelled()) {
+    // The client is gone: the request is not judged, only counted, and no answer is queued.
+    metrics_.RequestAnswered(Call::kRpc, absl::StatusCode::kCancelled, 0, admitted->arrived);
+    return;
+  }
   if (context_->IsCancelled()) {
     // The client is gone: the request is not judged, only counted, and no answer is queued.
     metrics_.RequestAnswered(Rpc::kTopKStream, absl::StatusCode::kCancelled, 0, admitted->arrived);
@@ -80,22 +90,23 @@ void TopKStreamReactor::AdmitLocked(std::unique_ptr<Item> item) {
   admitted->bytes = admitted->message.Length();
   pending_bytes_ += admitted->bytes;
   items_.push_back(std::move(item));
-  absl::Status parsed = ParseTopKRequest(admitted->message, &admitted->received);
+  absl::Status parsed = Call::Parse(admitted->message, &admitted->received);
   admitted->message.Clear();
   if (!parsed.ok()) {
     AnswerLocked(admitted, parsed);
     return;
   }
   // Under the mutex is safe: Submit never calls back into this stream before it returns.
-  absl::Status status = admission_.Submit(
-      peer_, admitted->received, admitted->response.mutable_result(), CallDeadline(*context_),
+  absl::Status status = Call::Submit(
+      admission_, peer_, admitted->received, admitted->response.mutable_result(), CallDeadline(*context_),
       [context = context_] { return context->IsCancelled(); },
       [this, admitted](absl::Status done_status) { OnAnswered(admitted, done_status); });
   if (!status.ok()) AnswerLocked(admitted, status);
 }
 
-void TopKStreamReactor::AnswerLocked(Item* item, const absl::Status& status) {
-  metrics_.RequestAnswered(Rpc::kTopKStream, status.code(), item->received.request.rows(),
+template <typename Call>
+void StreamReactor<Call>::AnswerLocked(Item* item, const absl::Status& status) {
+  metrics_.RequestAnswered(Call::kRpc, status.code(), item->received.request.rows(),
                            item->arrived);
   item->response.set_request_id(item->received.request.request_id());
   const auto set_error = [item](const absl::Status& error_status) {
@@ -110,14 +121,15 @@ void TopKStreamReactor::AnswerLocked(Item* item, const absl::Status& status) {
   }
   // Only the reply is needed from now on.
   item->received.Clear();
-  item->response = v1::TopKStreamResponse();
+  item->response = typename Call::StreamResponse();
   pending_bytes_ -= item->bytes;
   item->bytes = item->reply.Length();
   pending_bytes_ += item->bytes;
   item->answered = true;
 }
 
-void TopKStreamReactor::OnAnswered(Item* item, const absl::Status& status) {
+template <typename Call>
+void StreamReactor<Call>::OnAnswered(Item* item, const absl::Status& status) {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
@@ -127,7 +139,8 @@ void TopKStreamReactor::OnAnswered(Item* item, const absl::Status& status) {
   Run(std::move(actions));
 }
 
-void TopKStreamReactor::OnWriteDone(bool ok) {
+template <typename Call>
+void StreamReactor<Call>::OnWriteDone(bool ok) {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
@@ -143,7 +156,8 @@ void TopKStreamReactor::OnWriteDone(bool ok) {
   Run(std::move(actions));
 }
 
-void TopKStreamReactor::OnCancel() {
+template <typename Call>
+void StreamReactor<Call>::OnCancel() {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
@@ -153,12 +167,14 @@ void TopKStreamReactor::OnCancel() {
   Run(std::move(actions));
 }
 
-void TopKStreamReactor::OnDone() {
+template <typename Call>
+void StreamReactor<Call>::OnDone() {
   registry_.Remove(this);
-  std::shared_ptr<TopKStreamReactor> last = std::move(self_);  // may destroy this on return
+  std::shared_ptr<StreamReactor> last = std::move(self_);  // may destroy this on return
 }
 
-TopKStreamReactor::Actions TopKStreamReactor::NextActionsLocked() {
+template <typename Call>
+typename StreamReactor<Call>::Actions StreamReactor<Call>::NextActionsLocked() {
   Actions actions;
   if (finished_) return actions;
   const bool broken = write_failed_ || cancelled_;
@@ -203,7 +219,8 @@ TopKStreamReactor::Actions TopKStreamReactor::NextActionsLocked() {
   return actions;
 }
 
-void TopKStreamReactor::Run(Actions actions) {
+template <typename Call>
+void StreamReactor<Call>::Run(Actions actions) {
   while (actions.any()) {
     const bool finishing = actions.finish.has_value();
     Perform(actions);
@@ -214,37 +231,41 @@ void TopKStreamReactor::Run(Actions actions) {
   }
 }
 
-void TopKStreamReactor::Perform(const Actions& actions) {
+template <typename Call>
+void StreamReactor<Call>::Perform(const Actions& actions) {
   if (actions.read != nullptr) StartRead(actions.read);
   if (actions.write != nullptr) StartWrite(actions.write);
   if (actions.finish.has_value()) Finish(*actions.finish);
 }
 
-bool TopKStreamRegistry::Add(const std::shared_ptr<TopKStreamReactor>& stream) {
+template class StreamReactor<TopKCall>;
+template class StreamReactor<LookupCall>;
+
+bool StreamRegistry::Add(const std::shared_ptr<OpenStream>& stream) {
   absl::MutexLock lock(&mu_);
   if (streams_.size() >= limits_.max_open_streams) return false;
   streams_.emplace(stream.get(), stream);
   return true;
 }
 
-void TopKStreamRegistry::Remove(TopKStreamReactor* stream) {
+void StreamRegistry::Remove(OpenStream* stream) {
   absl::MutexLock lock(&mu_);
   streams_.erase(stream);
 }
 
-void TopKStreamRegistry::DrainAll() {
-  std::vector<std::shared_ptr<TopKStreamReactor>> open;
+void StreamRegistry::DrainAll() {
+  std::vector<std::shared_ptr<OpenStream>> open;
   {
     absl::MutexLock lock(&mu_);
     draining_ = true;
     for (const auto& [pointer, weak] : streams_) {
-      if (std::shared_ptr<TopKStreamReactor> stream = weak.lock()) open.push_back(stream);
+      if (std::shared_ptr<OpenStream> stream = weak.lock()) open.push_back(stream);
     }
   }
   for (const auto& stream : open) stream->Drain();
 }
 
-bool TopKStreamRegistry::draining() const {
+bool StreamRegistry::draining() const {
   absl::MutexLock lock(&mu_);
   return draining_;
 }

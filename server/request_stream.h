@@ -1,7 +1,8 @@
-// TopKStream: one bidirectional stream, many requests. Each message read is parsed and goes
-// through Admission at once (so the stream's requests batch with everyone else's); answers are
-// written strictly in request order, one write at a time. A bad request, or a message that is not
-// a TopKRequest at all, gets a StreamError and the stream goes on.
+// TopKStream and LookupStream: one bidirectional stream, many requests. Each message read is
+// parsed and goes through Admission at once (so the stream's requests batch with everyone
+// else's); answers are written strictly in request order, one write at a time. A bad request, or a
+// message that is not a request at all, gets a StreamError and the stream goes on. The two RPCs
+// differ only in their messages: StreamReactor<TopKCall> and StreamReactor<LookupCall>.
 //
 // Back-pressure: at most StreamLimits::max_pending_requests requests of a stream, and about
 // max_pending_bytes of their messages and answers, may be read and not yet written; past that the
@@ -20,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -32,7 +34,42 @@
 
 namespace pkserve {
 
-class TopKStreamRegistry;
+class StreamRegistry;
+
+// What differs between the two streaming RPCs: the messages, how a request is parsed and
+// admitted, and the label its requests are counted under.
+struct TopKCall {
+  using Received = ReceivedTopK;
+  using StreamResponse = v1::TopKStreamResponse;
+  static constexpr Rpc kRpc = Rpc::kTopKStream;
+  static absl::Status Parse(grpc::ByteBuffer& message, Received* received) {
+    return ParseTopKRequest(message, received);
+  }
+  template <typename... Args>
+  static absl::Status Submit(Admission& admission, Args&&... args) {
+    return admission.Submit(std::forward<Args>(args)...);
+  }
+};
+struct LookupCall {
+  using Received = ReceivedLookup;
+  using StreamResponse = v1::LookupStreamResponse;
+  static constexpr Rpc kRpc = Rpc::kLookupStream;
+  static absl::Status Parse(grpc::ByteBuffer& message, Received* received) {
+    return ParseLookupRequest(message, received);
+  }
+  template <typename... Args>
+  static absl::Status Submit(Admission& admission, Args&&... args) {
+    return admission.SubmitLookup(std::forward<Args>(args)...);
+  }
+};
+
+// An open stream as the registry sees it: something to drain.
+class OpenStream {
+ public:
+  virtual ~OpenStream() = default;
+  // Asks the stream to wind down (see the top of the file). Any thread.
+  virtual void Drain() = 0;
+};
 
 struct StreamLimits {
   size_t max_pending_requests = 128;   // read and not yet written, per stream
@@ -40,17 +77,17 @@ struct StreamLimits {
   size_t max_open_streams = 1024;      // in the whole server
 };
 
-class TopKStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
-                                public std::enable_shared_from_this<TopKStreamReactor> {
+template <typename Call>
+class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+                            public OpenStream {
  public:
   // Creates a reactor that keeps itself alive until gRPC calls OnDone, registers it, and starts
   // reading (or, past max_open_streams, finishes it RESOURCE_EXHAUSTED). The returned pointer is
   // for gRPC. `metrics` counts each request of the stream.
-  static TopKStreamReactor* Start(grpc::CallbackServerContext* context, Admission& admission,
-                                  TopKStreamRegistry& registry, ServerMetrics& metrics);
+  static StreamReactor* Start(grpc::CallbackServerContext* context, Admission& admission,
+                              StreamRegistry& registry, ServerMetrics& metrics);
 
-  // Asks the stream to wind down (see the top of the file). Any thread.
-  void Drain();
+  void Drain() override;
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -58,15 +95,15 @@ class TopKStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer,
   void OnDone() override;
 
   // Use Start(); public only for std::make_shared.
-  TopKStreamReactor(grpc::CallbackServerContext* context, Admission& admission,
-                    TopKStreamRegistry& registry, ServerMetrics& metrics);
+  StreamReactor(grpc::CallbackServerContext* context, Admission& admission,
+                StreamRegistry& registry, ServerMetrics& metrics);
 
  private:
   // One request of the stream and its answer.
   struct Item {
     grpc::ByteBuffer message;  // as read; parsed into `received`, then let go
-    ReceivedTopK received;
-    v1::TopKStreamResponse response;
+    typename Call::Received received;
+    typename Call::StreamResponse response;
     grpc::ByteBuffer reply;  // `response` serialized, once answered
     size_t bytes = 0;        // of the message, then of the reply: counted in pending_bytes_
     bool answered = false;
@@ -99,9 +136,9 @@ class TopKStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer,
   grpc::CallbackServerContext* const context_;
   const std::string peer_;  // the caller, for Admission's per-caller share
   Admission& admission_;
-  TopKStreamRegistry& registry_;
+  StreamRegistry& registry_;
   ServerMetrics& metrics_;
-  std::shared_ptr<TopKStreamReactor> self_;  // set by Start, released in OnDone
+  std::shared_ptr<StreamReactor> self_;  // set by Start, released in OnDone
 
   absl::Mutex mu_;
   std::unique_ptr<Item> reading_ ABSL_GUARDED_BY(mu_);  // the target of the read in flight
@@ -117,15 +154,18 @@ class TopKStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer,
   int starting_ ABSL_GUARDED_BY(mu_) = 0;  // threads with decided operations not yet started
 };
 
-// The open streams, so that draining can reach them, and the limits they keep.
-class TopKStreamRegistry {
+extern template class StreamReactor<TopKCall>;
+extern template class StreamReactor<LookupCall>;
+
+// The open streams of both RPCs, so that draining can reach them, and the limits they keep.
+class StreamRegistry {
  public:
-  explicit TopKStreamRegistry(const StreamLimits& limits) : limits_(limits) {}
+  explicit StreamRegistry(const StreamLimits& limits) : limits_(limits) {}
 
   const StreamLimits& limits() const { return limits_; }
   // Registers `stream`; false (and not registered) when max_open_streams are open already.
-  bool Add(const std::shared_ptr<TopKStreamReactor>& stream);
-  void Remove(TopKStreamReactor* stream);
+  bool Add(const std::shared_ptr<OpenStream>& stream);
+  void Remove(OpenStream* stream);
   // Drains every open stream, and every stream opened from now on.
   void DrainAll();
   bool draining() const;
@@ -133,8 +173,7 @@ class TopKStreamRegistry {
  private:
   const StreamLimits limits_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<TopKStreamReactor*, std::weak_ptr<TopKStreamReactor>> streams_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<OpenStream*, std::weak_ptr<OpenStream>> streams_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
 };
 
