@@ -24,10 +24,13 @@ _END = object()  # closes a stream's send side
 
 
 def is_many_input(scores):
-    """An array or tensor is one input; any other iterable is a sequence of inputs."""
+    """An array or tensor (or a list, taken as an array) is one input; any other iterable or
+    async iterable is a sequence of inputs."""
     if _tensors.is_torch_tensor(scores) or hasattr(scores, "__array_interface__"):
         return False
-    return hasattr(scores, "__iter__") and not isinstance(scores, (list, tuple))
+    if isinstance(scores, (list, tuple)):
+        return False
+    return hasattr(scores, "__iter__") or hasattr(scores, "__aiter__")
 
 
 class _Stream:
