@@ -84,10 +84,12 @@ def test_kk_is_the_product_of_widths_when_k_exceeds_it(client):
     np.testing.assert_array_equal(slots[0], [0, 1, 2, 3])
 
 
-torch = pytest.importorskip("torch", reason="python3-torch is not installed")
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch", reason="python3-torch is not installed")
 
 
-def test_torch_tensors_come_back_as_tensors_of_their_dtype(client, scores):
+def test_torch_tensors_come_back_as_tensors_of_their_dtype(client, scores, torch):
     expect_slots, expect_values = client.topk(scores, WIDTHS, 8)
     slots, values = client.topk(torch.from_numpy(scores), WIDTHS, 8)
     assert slots.dtype == torch.int64 and values.dtype == torch.float32
@@ -102,7 +104,7 @@ def test_torch_tensors_come_back_as_tensors_of_their_dtype(client, scores):
     np.testing.assert_array_equal(values.view(torch.int16).numpy().view(np.uint16), bit_values)
 
 
-def test_contiguous_cpu_tensors_are_sent_from_their_own_memory(scores):
+def test_contiguous_cpu_tensors_are_sent_from_their_own_memory(scores, torch):
     tensor = torch.from_numpy(scores.copy())
     assert np.shares_memory(_tensors.as_scores(tensor).data, tensor.numpy())
     bf16 = tensor.to(torch.bfloat16)
@@ -112,7 +114,7 @@ def test_contiguous_cpu_tensors_are_sent_from_their_own_memory(scores):
     assert _tensors.as_scores(transposed).data.flags.c_contiguous
 
 
-def test_other_dtypes_are_refused_with_the_accepted_ones_named(client):
+def test_other_dtypes_are_refused_with_the_accepted_ones_named(client, torch):
     with pytest.raises(TypeError, match="torch.float32 or torch.bfloat16"):
         client.topk(torch.zeros(1, 64, dtype=torch.float64), WIDTHS, 4)
     with pytest.raises(ValueError, match="float32 or bfloat16"):
