@@ -15,6 +15,8 @@ test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # test tooling: TLS certificates, rendering the Kubernetes manifests, libFuzzer
   openssl clang libclang-rt-14-dev
+  # the Python client's tests (Debian's /usr/bin/python3; python3-torch for pkserve.torch)
+  python3-grpcio python3-numpy python3-grpc-tools python3-pytest python3-setuptools python3-torch
 )
 # kubectl renders the manifests offline; any kubectl on PATH will do (some hosts carry one from
 # another package, which conflicts with Debian's).
