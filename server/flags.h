@@ -7,7 +7,7 @@
 namespace pkserve {
 
 // Makes --help list pkserve's flags (they live in this module, not in main.cc) and sets the usage
-// and --version text. Call before absl::ParseCommandLine.
+// and --version text. Call before ParseFlagsOrExit (server/flag_usage.h).
 void SetUpFlagsUsage();
 
 // The config the parsed flags describe, validated; errors name the flag and its allowed range.
