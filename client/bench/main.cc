@@ -2,12 +2,14 @@
 // rates, unary or stream calls, an in-process echo baseline measured level by level beside the
 // target, sampled answers checked bit for bit against the CPU implementation.
 //
-//   pkserve-bench --target=127.0.0.1:50051 --widths=1024,1024 --k=64 --dtype=bf16 --rows=1
+//   pkserve-bench --target=127.0.0.1:50051 --widths=1024,1024 --k=64 --dtype=bfloat16 --rows=1
 //       --concurrency=1,4,16,64 --warmup=2 --duration=10 --baseline=echo --verify=100
 //       --json=out.json
 //
-// Exit status: 0 when every level ran (and every verified answer matched), 1 when a level could
-// not run, no request of a level succeeded, or an answer differed; 2 on bad usage.
+// Exit status: 0 when every level ran, every verified answer matched and no level's failed
+// requests passed --max_error_fraction (also 0 after --help); 1 when a level could not run, no
+// request of a level succeeded, an answer differed, or a level failed more requests than that;
+// 2 on bad usage (server/flag_usage.h). The last line of the output gives the verdict.
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,10 +25,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -39,6 +37,8 @@
 #include "client/bench/request_pool.h"
 #include "client/bench/verify.h"
 #include "pkserve/v1/pkserve.grpc.pb.h"
+#include "server/flag_usage.h"
+#include "server/version.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "pkserve address; several, comma-separated (a:port,b:port), are spread round_robin");
@@ -50,7 +50,8 @@ ABSL_FLAG(std::string, tls_server_name, "",
           "the name the server's certificate must carry, when not the host of --target");
 ABSL_FLAG(std::string, widths, "1024,1024", "factor widths of every request");
 ABSL_FLAG(uint32_t, k, 64, "slots wanted per row");
-ABSL_FLAG(std::string, dtype, "bf16", "element type: f32 or bf16");
+ABSL_FLAG(std::string, dtype, "bfloat16",
+          "element type: float32 or bfloat16 (f32 and bf16 are taken too)");
 ABSL_FLAG(std::string, rows, "1", "rows per request: a count, or a range LOW-HIGH drawn uniformly");
 ABSL_FLAG(std::string, mode, "unary",
           "unary (TopK calls) or stream (TopKStream: one stream per closed-loop slot; open loop "
@@ -82,6 +83,9 @@ ABSL_FLAG(uint64_t, seed, 1, "seed of the request pool and of the arrival times"
 ABSL_FLAG(std::string, serve_echo, "",
           "instead of measuring: serve the echo baseline at this address (host:port; port 0 picks "
           "one) until SIGTERM or SIGINT, to measure it in a process of its own with --target");
+ABSL_FLAG(double, max_error_fraction, 0.01,
+          "the run fails (exit 1) when a level's failed requests pass this fraction of those sent "
+          "in its window; 0 tolerates none, 1 any");
 ABSL_FLAG(int32_t, server_pid, 0,
           "pid of the target server when it runs on this host: its CPU use is reported per level");
 
@@ -158,6 +162,11 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   options.json_path = absl::GetFlag(FLAGS_json);
   options.seed = absl::GetFlag(FLAGS_seed);
   options.server_pid = absl::GetFlag(FLAGS_server_pid);
+  options.max_error_fraction = absl::GetFlag(FLAGS_max_error_fraction);
+  if (!(options.max_error_fraction >= 0 && options.max_error_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_error_fraction must be in [0, 1], got ", options.max_error_fraction));
+  }
   return options;
 }
 
@@ -186,9 +195,11 @@ absl::StatusOr<LevelStats> RunLevel(LoadGenerator& generator, const LevelSpec& s
   };
   absl::StatusOr<LevelStats> stats = generator.Run(spec, on_progress);
   if (tty) std::printf("\r\033[K");
-  if (stats.ok())
+  if (stats.ok()) {
     std::printf("%-9s %-16s %s\n", server.c_str(), LevelName(spec).c_str(),
                 SummaryLine(*stats).c_str());
+    for (const std::string& line : ErrorLines(*stats)) std::printf("%s\n", line.c_str());
+  }
   std::fflush(stdout);
   return stats;
 }
@@ -221,13 +232,13 @@ int Main() {
   absl::StatusOr<BenchOptions> parsed = OptionsFromFlags();
   if (!parsed.ok()) {
     std::fprintf(stderr, "pkserve-bench: %s\n", std::string(parsed.status().message()).c_str());
-    return 2;
+    return kUsageError;
   }
   const BenchOptions& options = *parsed;
   absl::StatusOr<TargetSpec> target = ParseTarget(options.target);
   if (!target.ok()) {
     std::fprintf(stderr, "pkserve-bench: %s\n", std::string(target.status().message()).c_str());
-    return 2;
+    return kUsageError;
   }
   const bool tty = isatty(STDOUT_FILENO) == 1;
 
@@ -243,7 +254,7 @@ int Main() {
       MakeChannels(*target, options.connections, tls);
   if (!made.ok()) {
     std::fprintf(stderr, "pkserve-bench: %s\n", std::string(made.status().message()).c_str());
-    return 2;
+    return kUsageError;
   }
   std::vector<std::shared_ptr<grpc::Channel>> channels = *std::move(made);
   if (absl::Status connected = WaitForChannels(channels, target->target, kConnectTimeout);
@@ -286,8 +297,8 @@ int Main() {
   std::printf("pkserve-bench: target %s (%s)\n", options.target.c_str(),
               server.empty() ? "no server info" : server.c_str());
   std::printf(
-      "workload %s; %s; %d connection(s), up to %d client threads; %zu pooled requests (mean %.1f "
-      "rows); warm-up %s, duration %s per level%s%s\n",
+      "workload %s; %s; %s, up to %s; %s (mean %.1f rows); warm-up %s, duration %s per "
+      "level%s%s\n",
       DescribeWorkload(options.workload).c_str(),
       options.open_loop()
           ? absl::StrCat("open loop, ",
@@ -295,7 +306,9 @@ int Main() {
                          " arrivals")
                 .c_str()
           : "closed loop",
-      options.connections, options.ResolvedThreads(), pool.size(), pool.mean_rows(),
+      Plural(options.connections, "connection", "connections").c_str(),
+      Plural(options.ResolvedThreads(), "client thread", "client threads").c_str(),
+      Plural(pool.size(), "pooled request", "pooled requests").c_str(), pool.mean_rows(),
       absl::FormatDuration(options.warmup).c_str(), absl::FormatDuration(options.duration).c_str(),
       options.baseline_echo ? absl::StrCat("; echo baseline on ", echo->address()).c_str() : "",
       options.verify > 0 ? absl::StrCat("; verifying ", options.verify, " answers a level").c_str()
@@ -356,16 +369,37 @@ int Main() {
   }
 
   std::printf("\n%s\n%s", ResultTable(results, target_name).c_str(),
-              ResultJsonLines(results, target_name).c_str());
+              ResultJsonLines(results, target_name, options).c_str());
   std::fflush(stdout);
   if (!options.json_path.empty()) {
     std::ofstream out(options.json_path);
-    out << ResultsJson(results);
+    out << ResultsJson(results, target_name, options);
     if (!out.good()) {
       std::fprintf(stderr, "pkserve-bench: cannot write %s\n", options.json_path.c_str());
       return 1;
     }
   }
+  const std::vector<std::string> too_many_errors =
+      ErrorFractionFailures(results, target_name, options.max_error_fraction);
+  for (const std::string& failure : too_many_errors) {
+    std::printf("errors: %s, over --max_error_fraction=%g\n", failure.c_str(),
+                options.max_error_fraction);
+  }
+  if (!too_many_errors.empty()) exit_code = 1;
+  // The verdict, always the last line.
+  if (exit_code == 0) {
+    std::printf("pkserve-bench: PASS: %s, failed requests within --max_error_fraction=%g\n",
+                Plural(results.size(), "level", "levels").c_str(), options.max_error_fraction);
+  } else {
+    std::printf("pkserve-bench: FAIL: %s\n",
+                !too_many_errors.empty()
+                    ? absl::StrCat(Plural(too_many_errors.size(), "result", "results"),
+                                   " failed more requests than --max_error_fraction=",
+                                   options.max_error_fraction, " (see the errors lines above)")
+                          .c_str()
+                    : "see the lines above (no request succeeded, or answers differed)");
+  }
+  std::fflush(stdout);
   return exit_code;
 }
 
@@ -381,19 +415,21 @@ int main(int argc, char** argv) {
   // took half of the echo's CPU time at 1 MiB requests. Keep such blocks in the heap instead.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  absl::FlagsUsageConfig usage;
-  usage.contains_helpshort_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "client/bench/main.cc");
-  };
-  usage.contains_help_flags = usage.contains_helpshort_flags;
-  absl::SetFlagsUsageConfig(usage);
-  absl::SetProgramUsageMessage(
-      "load generator for pkserve: closed-loop concurrency sweeps (--concurrency) or open-loop "
-      "rates (--rate), with an echo baseline (--baseline=echo) and answer checks (--verify).");
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  pkserve::SetUpProgramUsage({
+      .name = "pkserve-bench",
+      .flags_source = "client/bench/main.cc",
+      .message = "load generator for pkserve: closed-loop concurrency sweeps (--concurrency) or "
+                 "open-loop rates (--rate), with an echo baseline (--baseline=echo) and answer "
+                 "checks (--verify).\n"
+                 "Usage: pkserve-bench [--target=127.0.0.1:50051] [flags]\n"
+                 "Exit status: 0 when the run passes, 1 when it fails (too many failed requests, "
+                 "answers that differ, a level that cannot run), 2 on bad usage.",
+      .version = absl::StrCat("pkserve-bench ", pkserve::kVersion),
+  });
+  std::vector<char*> positional = pkserve::ParseFlagsOrExit(argc, argv);
   if (positional.size() > 1) {
     std::fprintf(stderr, "pkserve-bench: unexpected argument '%s' (flags only)\n", positional[1]);
-    return 2;
+    return pkserve::kUsageError;
   }
   return pkserve::bench::Main();
 }
