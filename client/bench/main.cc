@@ -1,6 +1,7 @@
 // pkserve-bench: load generator for pkserve. Closed-loop concurrency sweeps or open-loop request
-// rates, unary or stream calls, an in-process echo baseline measured level by level beside the
-// target, sampled answers checked bit for bit against the CPU implementation.
+// rates, unary or stream calls, an echo baseline (a process of its own, or in-process with
+// --baseline_in_process) measured level by level beside the target, sampled answers checked bit
+// for bit against the CPU implementation.
 //
 //   pkserve-bench --target=127.0.0.1:50051 --widths=1024,1024 --k=64 --dtype=bfloat16 --rows=1
 //       --concurrency=1,4,16,64 --warmup=2 --duration=10 --baseline=echo --verify=100
@@ -30,6 +31,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "client/bench/channels.h"
+#include "client/bench/echo_process.h"
 #include "client/bench/echo_server.h"
 #include "client/bench/load.h"
 #include "client/bench/options.h"
@@ -76,8 +78,12 @@ ABSL_FLAG(int32_t, verify, 0,
           "answers per level, sampled uniformly, checked bit for bit against the CPU "
           "implementation; any difference fails the run");
 ABSL_FLAG(std::string, baseline, "none",
-          "none, or echo: also measure an in-process gRPC echo server that answers with "
-          "responses of pkserve's size, level by level");
+          "none, or echo: also measure, level by level, a gRPC echo server that answers with "
+          "responses of pkserve's size (pkserve-bench --serve_echo, started as a process of its "
+          "own and ended with the run)");
+ABSL_FLAG(bool, baseline_in_process, false,
+          "with --baseline=echo: serve the echo from this process instead (cheaper than a "
+          "separate server, so a lower baseline)");
 ABSL_FLAG(std::string, json, "", "write every level's figures to this file (JSON)");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the request pool and of the arrival times");
 ABSL_FLAG(std::string, serve_echo, "",
@@ -241,6 +247,19 @@ int Main() {
     return kUsageError;
   }
   const bool tty = isatty(STDOUT_FILENO) == 1;
+  // The echo baseline's own process starts first, before this process has gRPC's threads.
+  std::unique_ptr<EchoProcess> echo_process;
+  if (options.baseline_echo && !absl::GetFlag(FLAGS_baseline_in_process)) {
+    absl::StatusOr<std::string> self = SelfExecutable();
+    absl::StatusOr<std::unique_ptr<EchoProcess>> started =
+        self.ok() ? EchoProcess::Start(*self, kConnectTimeout)
+                  : absl::StatusOr<std::unique_ptr<EchoProcess>>(self.status());
+    if (!started.ok()) {
+      std::fprintf(stderr, "pkserve-bench: %s\n", std::string(started.status().message()).c_str());
+      return 1;
+    }
+    echo_process = *std::move(started);
+  }
 
   const RequestPool pool(options.workload, options.pool_requests, options.pool_bytes, options.seed);
   client::TlsOptions tls;
@@ -264,18 +283,29 @@ int Main() {
   }
   std::unique_ptr<EchoServer> echo;
   BenchOptions echo_options = options;
-  echo_options.server_pid = 0;  // the echo runs in this process
+  // The echo's CPU is reported when it runs in a process of its own; in this one, it is the
+  // bench's.
+  echo_options.server_pid = echo_process != nullptr ? echo_process->pid() : 0;
+  std::string echo_address;
+  std::string echo_where;
   std::optional<LoadGenerator> echo_generator;
-  if (options.baseline_echo) {
+  if (echo_process != nullptr) {
+    echo_address = echo_process->address();
+    echo_where = absl::StrCat("a process of its own, pid ", echo_process->pid());
+  } else if (options.baseline_echo) {
     absl::StatusOr<std::unique_ptr<EchoServer>> started = EchoServer::Start(EchoOptions());
     if (!started.ok()) {
       std::fprintf(stderr, "pkserve-bench: %s\n", std::string(started.status().message()).c_str());
       return 1;
     }
     echo = *std::move(started);
+    echo_address = echo->address();
+    echo_where = "in this process";
+  }
+  if (options.baseline_echo) {
     std::vector<std::shared_ptr<grpc::Channel>> echo_channels =
-        *MakeChannels(TargetSpec{echo->address(), ""}, options.connections);  // plaintext
-    if (absl::Status connected = WaitForChannels(echo_channels, echo->address(), kConnectTimeout);
+        *MakeChannels(TargetSpec{echo_address, ""}, options.connections);  // plaintext
+    if (absl::Status connected = WaitForChannels(echo_channels, echo_address, kConnectTimeout);
         !connected.ok()) {
       std::fprintf(stderr, "pkserve-bench: %s\n", std::string(connected.message()).c_str());
       return 1;
@@ -310,7 +340,9 @@ int Main() {
       Plural(options.ResolvedThreads(), "client thread", "client threads").c_str(),
       Plural(pool.size(), "pooled request", "pooled requests").c_str(), pool.mean_rows(),
       absl::FormatDuration(options.warmup).c_str(), absl::FormatDuration(options.duration).c_str(),
-      options.baseline_echo ? absl::StrCat("; echo baseline on ", echo->address()).c_str() : "",
+      options.baseline_echo
+          ? absl::StrCat("; echo baseline on ", echo_address, " (", echo_where, ")").c_str()
+          : "",
       options.verify > 0 ? absl::StrCat("; verifying ", options.verify, " answers a level").c_str()
                          : "");
   std::fflush(stdout);

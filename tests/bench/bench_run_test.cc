@@ -5,10 +5,12 @@
 // passes against pkserve and fails against the echo, that open-loop mode keeps its rate when the
 // server is slow, --help, and usage errors.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -389,6 +391,27 @@ TEST(BenchRun, AMessageOverTheServersSizeLimitIsReportedWithTheFlagThatSetsIt) {
   EXPECT_TRUE(absl::StrContains(run.output, "  first RESOURCE_EXHAUSTED: ")) << run.output;
   EXPECT_TRUE(absl::StrContains(run.output, "pkserve takes requests up to its --max_message_bytes"))
       << run.output;
+}
+
+TEST_F(BenchRunTest, TheEchoBaselineRunsInAProcessOfItsOwnThatEndsWithTheRun) {
+  const std::string common =
+      absl::StrCat(target_, " --rows=1 --concurrency=1 --warmup=0 --duration=0.3 --baseline=echo");
+  const BenchRun run = RunBench(common);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string marker = "(a process of its own, pid ";
+  const size_t at = run.output.find(marker);
+  ASSERT_NE(at, std::string::npos) << run.output;
+  const pid_t echo_pid = std::atoi(run.output.c_str() + at + marker.size());
+  ASSERT_GT(echo_pid, 0) << run.output;
+  EXPECT_NE(echo_pid, getpid());
+  // Gone (and reaped) once the bench has exited.
+  EXPECT_EQ(kill(echo_pid, 0), -1) << "the echo process " << echo_pid << " outlived the bench";
+  EXPECT_EQ(errno, ESRCH);
+  EXPECT_TRUE(absl::StrContains(run.output, "| concurrency 1 | echo |")) << run.output;
+
+  const BenchRun in_process = RunBench(absl::StrCat(common, " --baseline_in_process"));
+  ASSERT_EQ(in_process.exit_code, 0) << in_process.output;
+  EXPECT_TRUE(absl::StrContains(in_process.output, "(in this process)")) << in_process.output;
 }
 
 TEST(BenchRun, HelpExitsZeroAndNamesTheFlagsFileAsTheRepositoryDoes) {
