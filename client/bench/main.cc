@@ -343,8 +343,10 @@ int Main() {
       options.baseline_echo
           ? absl::StrCat("; echo baseline on ", echo_address, " (", echo_where, ")").c_str()
           : "",
-      options.verify > 0 ? absl::StrCat("; verifying ", options.verify, " answers a level").c_str()
-                         : "");
+      options.verify > 0
+          ? absl::StrCat("; verifying ", Plural(options.verify, "answer", "answers"), " a level")
+                .c_str()
+          : "");
   std::fflush(stdout);
 
   std::vector<LevelSpec> levels;
