@@ -68,7 +68,9 @@ CpuExecutor::~CpuExecutor() {
 }
 
 std::vector<std::string> CpuExecutor::devices() const {
-  return {absl::StrCat("cpu: ", engine_.threads(), " threads, ", pk::cpu::CpuPathName())};
+  return {absl::StrCat("cpu: ", engine_.threads(),
+                       engine_.threads() == 1 ? " thread, " : " threads, ",
+                       pk::cpu::CpuPathName())};
 }
 
 size_t CpuExecutor::max_batch_rows(const pk::Problem& problem) const {

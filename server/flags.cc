@@ -6,13 +6,12 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/flag_usage.h"
 #include "server/version.h"
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051",
@@ -97,16 +96,16 @@ absl::StatusOr<std::vector<int>> ParseDevices(const std::string& text) {
 }  // namespace
 
 void SetUpFlagsUsage() {
-  absl::FlagsUsageConfig usage;
-  const auto ours = [](absl::string_view file) { return absl::EndsWith(file, "server/flags.cc"); };
-  usage.contains_helpshort_flags = ours;
-  usage.contains_help_flags = ours;
-  usage.version_string = [] { return absl::StrCat("pkserve ", kVersion, "\n"); };
-  absl::SetFlagsUsageConfig(usage);
-  absl::SetProgramUsageMessage(
-      "product-key top-k and hosted product-key memories (sparse memory lookup) over gRPC.\n"
-      "Serves pkserve.v1.SparseMemory, grpc.health.v1.Health and server reflection.\n"
-      "Usage: pkserve [--address=0.0.0.0:50051] [--backend=auto|cpu|cuda] [flags]");
+  SetUpProgramUsage({
+      .name = "pkserve",
+      .flags_source = "server/flags.cc",
+      .message = "product-key top-k and hosted product-key memories (sparse memory lookup)\n"
+                 "over gRPC.\n"
+                 "Serves pkserve.v1.SparseMemory, grpc.health.v1.Health and server reflection.\n"
+                 "Usage: pkserve [--address=0.0.0.0:50051] [--backend=auto|cpu|cuda] [flags]\n"
+                 "Exit status: 0 after a drain or --help, 2 on bad usage, 1 on any other failure.",
+      .version = absl::StrCat("pkserve ", kVersion),
+  });
 }
 
 std::vector<std::string> TakeMemoryFlags(int& argc, char** argv) {

@@ -10,7 +10,7 @@
 namespace pkserve {
 
 // Makes --help list pkserve's flags (they live in this module, not in main.cc) and sets the usage
-// and --version text. Call before absl::ParseCommandLine.
+// and --version text. Call before ParseFlagsOrExit (server/flag_usage.h).
 void SetUpFlagsUsage();
 
 // Takes every --memory=VALUE (or --memory VALUE) out of argv, in order, and returns the values:

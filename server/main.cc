@@ -1,5 +1,6 @@
 // pkserve: parses the flags, sets up logging, starts the server, and drains it on SIGINT/SIGTERM.
-// A second signal during the drain exits at once.
+// A second signal during the drain exits at once. Exit status: 0 after a drain (or --help), 2 on
+// bad usage (server/flag_usage.h), 1 when the server cannot start.
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -10,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/flags/parse.h"
 #include "absl/synchronization/mutex.h"
+#include "server/flag_usage.h"
 #include "server/flags.h"
 #include "server/logging.h"
 #include "server/server.h"
@@ -57,21 +58,21 @@ int main(int argc, char** argv) {
 
   pkserve::SetUpFlagsUsage();
   const std::vector<std::string> memory_flags = pkserve::TakeMemoryFlags(argc, argv);
-  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> positional = pkserve::ParseFlagsOrExit(argc, argv);
   if (positional.size() > 1) {
     std::fprintf(stderr, "pkserve: unexpected argument '%s' (flags are --name=value; see --help)\n",
                  positional[1]);
-    return 2;
+    return pkserve::kUsageError;
   }
   absl::StatusOr<pkserve::ServerConfig> config = pkserve::ConfigFromFlags(memory_flags);
   if (!config.ok()) {
     std::fprintf(stderr, "pkserve: %s\n", std::string(config.status().message()).c_str());
-    return 2;
+    return pkserve::kUsageError;
   }
   if (absl::Status logging = pkserve::SetUpLogging(config->log_level, config->log_format);
       !logging.ok()) {
     std::fprintf(stderr, "pkserve: %s\n", std::string(logging.message()).c_str());
-    return 2;
+    return pkserve::kUsageError;
   }
 
   absl::StatusOr<std::unique_ptr<pkserve::Server>> server = pkserve::Server::Start(*config);

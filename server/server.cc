@@ -130,9 +130,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                config.max_rows_per_request, config.max_message_bytes);
   spdlog::info(
       "batching: max_batch_rows {}, max_queue_delay_us {}, max_queued_rows {}, "
-      "{} batches in flight",
+      "{} {} in flight",
       config.max_batch_rows, absl::ToInt64Microseconds(config.max_queue_delay),
-      config.max_queued_rows, server->executor_->max_in_flight());
+      config.max_queued_rows, server->executor_->max_in_flight(),
+      server->executor_->max_in_flight() == 1 ? "batch" : "batches");
   spdlog::info(
       "bounds: max_caller_queued_rows {}, grpc_memory_bytes {}, max_streams_per_connection {}, "
       "http2_bdp_probe {}, max_open_streams {}, max_stream_pending_bytes {}",

@@ -211,7 +211,7 @@ class LevelRun {
                    v1::TopKResponse& response);
   // A stream's answer (or its failure: `response` null, `code` non-zero).
   void OnStreamAnswer(int worker, const PooledRequest& request, Clock::time_point scheduled,
-                      int code, v1::TopKResponse* response);
+                      int code, v1::TopKResponse* response, absl::string_view message = "");
   // Closed loop: what a stream slot sends next, or null once the window is over.
   const PooledRequest* NextForClosedStream(int worker);
   void StreamFinished() { live_.fetch_sub(1); }
@@ -221,7 +221,8 @@ class LevelRun {
   void StartUnary(int worker, int channel, const PooledRequest& request,
                   Clock::time_point scheduled);
   void Record(Worker& worker, const PooledRequest& request, Clock::time_point scheduled,
-              Clock::time_point answered, int code, v1::TopKResponse* response);
+              Clock::time_point answered, int code, v1::TopKResponse* response,
+              absl::string_view message);
   const PooledRequest& Pick(std::mt19937_64& rng) const {
     return pool_[std::uniform_int_distribution<size_t>(0, pool_.size() - 1)(rng)];
   }
@@ -346,7 +347,7 @@ void StreamCall::OnDone(Op op, bool ok) {
         const int code = response_.has_error() ? response_.error().code()
                                                : static_cast<int>(grpc::StatusCode::UNKNOWN);
         run_.OnStreamAnswer(worker_, *answered.request, answered.scheduled, code == 0 ? 2 : code,
-                            nullptr);
+                            nullptr, response_.error().message());
       }
       const PooledRequest* next = run_.open_loop() ? nullptr : run_.NextForClosedStream(worker_);
       lock.lock();
@@ -369,7 +370,8 @@ void StreamCall::OnDone(Op op, bool ok) {
       to_send_.clear();
       lock.unlock();
       for (const Pending& pending : unanswered) {
-        run_.OnStreamAnswer(worker_, *pending.request, pending.scheduled, code, nullptr);
+        run_.OnStreamAnswer(worker_, *pending.request, pending.scheduled, code, nullptr,
+                            status_.error_message());
       }
       run_.StreamFinished();  // last: the level may end right after
       return;
@@ -393,7 +395,7 @@ void LevelRun::OnUnaryDone(int worker, int channel, const PooledRequest& request
   const Clock::time_point now = Clock::now();
   Worker& self = *workers_[worker];
   Record(self, request, scheduled, now, static_cast<int>(status.error_code()),
-         status.ok() ? &response : nullptr);
+         status.ok() ? &response : nullptr, status.error_message());
   // Closed loop: the slot sends again at once, until the window ends. The new call counts as
   // live before this one stops counting, so live_ reaches 0 only when the level is done.
   if (!open_loop() && now < measure_end_) StartUnary(worker, channel, Pick(self.rng), now);
@@ -402,8 +404,8 @@ void LevelRun::OnUnaryDone(int worker, int channel, const PooledRequest& request
 }
 
 void LevelRun::OnStreamAnswer(int worker, const PooledRequest& request, Clock::time_point scheduled,
-                              int code, v1::TopKResponse* response) {
-  Record(*workers_[worker], request, scheduled, Clock::now(), code, response);
+                              int code, v1::TopKResponse* response, absl::string_view message) {
+  Record(*workers_[worker], request, scheduled, Clock::now(), code, response, message);
   in_flight_.fetch_sub(1);
 }
 
@@ -414,12 +416,13 @@ const PooledRequest* LevelRun::NextForClosedStream(int worker) {
 }
 
 void LevelRun::Record(Worker& worker, const PooledRequest& request, Clock::time_point scheduled,
-                      Clock::time_point answered, int code, v1::TopKResponse* response) {
+                      Clock::time_point answered, int code, v1::TopKResponse* response,
+                      absl::string_view message) {
   (code == 0 ? worker.answered : worker.failed).fetch_add(1, std::memory_order_relaxed);
   if (scheduled < measure_start_ || scheduled >= measure_end_) return;
   LevelStats& stats = worker.stats;
   if (code != 0) {
-    ++stats.errors[code];
+    if (++stats.errors[code] == 1) stats.first_messages[code] = std::string(message);
     return;
   }
   ++stats.ok;
@@ -630,6 +633,7 @@ void LevelStats::Merge(LevelStats&& other) {
   rows += other.rows;
   payload_bytes += other.payload_bytes;
   for (const auto& [code, count] : other.errors) errors[code] += count;
+  first_messages.merge(other.first_messages);  // keeps this one's where both have a code
   latency_ns.Merge(other.latency_ns);
   batch_rows.Merge(other.batch_rows);
   queue_us.Merge(other.queue_us);

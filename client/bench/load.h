@@ -48,6 +48,7 @@ struct LevelStats {
   uint64_t rows = 0;               // their rows
   uint64_t payload_bytes = 0;      // their scores, values and slots bytes
   std::map<int, uint64_t> errors;  // failed requests by gRPC status code
+  std::map<int, std::string> first_messages;  // a failed request's message, for each such code
   LogHistogram latency_ns;         // successful requests: (scheduled) send to answer
   LogHistogram batch_rows;         // successful requests: the server's Timing.batch_rows
   LogHistogram queue_us;           // ... Timing.queue_us

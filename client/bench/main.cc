@@ -1,13 +1,16 @@
 // pkserve-bench: load generator for pkserve. Closed-loop concurrency sweeps or open-loop request
-// rates, unary or stream calls, an in-process echo baseline measured level by level beside the
-// target, sampled answers checked bit for bit against the CPU implementation.
+// rates, unary or stream calls, an echo baseline (a process of its own, or in-process with
+// --baseline_in_process) measured level by level beside the target, sampled answers checked bit
+// for bit against the CPU implementation.
 //
-//   pkserve-bench --target=127.0.0.1:50051 --widths=1024,1024 --k=64 --dtype=bf16 --rows=1
+//   pkserve-bench --target=127.0.0.1:50051 --widths=1024,1024 --k=64 --dtype=bfloat16 --rows=1
 //       --concurrency=1,4,16,64 --warmup=2 --duration=10 --baseline=echo --verify=100
 //       --json=out.json
 //
-// Exit status: 0 when every level ran (and every verified answer matched), 1 when a level could
-// not run, no request of a level succeeded, or an answer differed; 2 on bad usage.
+// Exit status: 0 when every level ran, every verified answer matched and no level's failed
+// requests passed --max_error_fraction (also 0 after --help); 1 when a level could not run, no
+// request of a level succeeded, an answer differed, or a level failed more requests than that;
+// 2 on bad usage (server/flag_usage.h). The last line of the output gives the verdict.
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,15 +26,12 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "client/bench/channels.h"
+#include "client/bench/echo_process.h"
 #include "client/bench/echo_server.h"
 #include "client/bench/load.h"
 #include "client/bench/options.h"
@@ -39,6 +39,8 @@
 #include "client/bench/request_pool.h"
 #include "client/bench/verify.h"
 #include "pkserve/v1/pkserve.grpc.pb.h"
+#include "server/flag_usage.h"
+#include "server/version.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "pkserve address; several, comma-separated (a:port,b:port), are spread round_robin");
@@ -50,7 +52,8 @@ ABSL_FLAG(std::string, tls_server_name, "",
           "the name the server's certificate must carry, when not the host of --target");
 ABSL_FLAG(std::string, widths, "1024,1024", "factor widths of every request");
 ABSL_FLAG(uint32_t, k, 64, "slots wanted per row");
-ABSL_FLAG(std::string, dtype, "bf16", "element type: f32 or bf16");
+ABSL_FLAG(std::string, dtype, "bfloat16",
+          "element type: float32 or bfloat16 (f32 and bf16 are taken too)");
 ABSL_FLAG(std::string, rows, "1", "rows per request: a count, or a range LOW-HIGH drawn uniformly");
 ABSL_FLAG(std::string, mode, "unary",
           "unary (TopK calls) or stream (TopKStream: one stream per closed-loop slot; open loop "
@@ -75,13 +78,20 @@ ABSL_FLAG(int32_t, verify, 0,
           "answers per level, sampled uniformly, checked bit for bit against the CPU "
           "implementation; any difference fails the run");
 ABSL_FLAG(std::string, baseline, "none",
-          "none, or echo: also measure an in-process gRPC echo server that answers with "
-          "responses of pkserve's size, level by level");
+          "none, or echo: also measure, level by level, a gRPC echo server that answers with "
+          "responses of pkserve's size (pkserve-bench --serve_echo, started as a process of its "
+          "own and ended with the run)");
+ABSL_FLAG(bool, baseline_in_process, false,
+          "with --baseline=echo: serve the echo from this process instead (cheaper than a "
+          "separate server, so a lower baseline)");
 ABSL_FLAG(std::string, json, "", "write every level's figures to this file (JSON)");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the request pool and of the arrival times");
 ABSL_FLAG(std::string, serve_echo, "",
           "instead of measuring: serve the echo baseline at this address (host:port; port 0 picks "
           "one) until SIGTERM or SIGINT, to measure it in a process of its own with --target");
+ABSL_FLAG(double, max_error_fraction, 0.01,
+          "the run fails (exit 1) when a level's failed requests pass this fraction of those sent "
+          "in its window; 0 tolerates none, 1 any");
 ABSL_FLAG(int32_t, server_pid, 0,
           "pid of the target server when it runs on this host: its CPU use is reported per level");
 
@@ -158,6 +168,11 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   options.json_path = absl::GetFlag(FLAGS_json);
   options.seed = absl::GetFlag(FLAGS_seed);
   options.server_pid = absl::GetFlag(FLAGS_server_pid);
+  options.max_error_fraction = absl::GetFlag(FLAGS_max_error_fraction);
+  if (!(options.max_error_fraction >= 0 && options.max_error_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_error_fraction must be in [0, 1], got ", options.max_error_fraction));
+  }
   return options;
 }
 
@@ -186,9 +201,11 @@ absl::StatusOr<LevelStats> RunLevel(LoadGenerator& generator, const LevelSpec& s
   };
   absl::StatusOr<LevelStats> stats = generator.Run(spec, on_progress);
   if (tty) std::printf("\r\033[K");
-  if (stats.ok())
+  if (stats.ok()) {
     std::printf("%-9s %-16s %s\n", server.c_str(), LevelName(spec).c_str(),
                 SummaryLine(*stats).c_str());
+    for (const std::string& line : ErrorLines(*stats)) std::printf("%s\n", line.c_str());
+  }
   std::fflush(stdout);
   return stats;
 }
@@ -221,15 +238,28 @@ int Main() {
   absl::StatusOr<BenchOptions> parsed = OptionsFromFlags();
   if (!parsed.ok()) {
     std::fprintf(stderr, "pkserve-bench: %s\n", std::string(parsed.status().message()).c_str());
-    return 2;
+    return kUsageError;
   }
   const BenchOptions& options = *parsed;
   absl::StatusOr<TargetSpec> target = ParseTarget(options.target);
   if (!target.ok()) {
     std::fprintf(stderr, "pkserve-bench: %s\n", std::string(target.status().message()).c_str());
-    return 2;
+    return kUsageError;
   }
   const bool tty = isatty(STDOUT_FILENO) == 1;
+  // The echo baseline's own process starts first, before this process has gRPC's threads.
+  std::unique_ptr<EchoProcess> echo_process;
+  if (options.baseline_echo && !absl::GetFlag(FLAGS_baseline_in_process)) {
+    absl::StatusOr<std::string> self = SelfExecutable();
+    absl::StatusOr<std::unique_ptr<EchoProcess>> started =
+        self.ok() ? EchoProcess::Start(*self, kConnectTimeout)
+                  : absl::StatusOr<std::unique_ptr<EchoProcess>>(self.status());
+    if (!started.ok()) {
+      std::fprintf(stderr, "pkserve-bench: %s\n", std::string(started.status().message()).c_str());
+      return 1;
+    }
+    echo_process = *std::move(started);
+  }
 
   const RequestPool pool(options.workload, options.pool_requests, options.pool_bytes, options.seed);
   client::TlsOptions tls;
@@ -243,7 +273,7 @@ int Main() {
       MakeChannels(*target, options.connections, tls);
   if (!made.ok()) {
     std::fprintf(stderr, "pkserve-bench: %s\n", std::string(made.status().message()).c_str());
-    return 2;
+    return kUsageError;
   }
   std::vector<std::shared_ptr<grpc::Channel>> channels = *std::move(made);
   if (absl::Status connected = WaitForChannels(channels, target->target, kConnectTimeout);
@@ -253,18 +283,29 @@ int Main() {
   }
   std::unique_ptr<EchoServer> echo;
   BenchOptions echo_options = options;
-  echo_options.server_pid = 0;  // the echo runs in this process
+  // The echo's CPU is reported when it runs in a process of its own; in this one, it is the
+  // bench's.
+  echo_options.server_pid = echo_process != nullptr ? echo_process->pid() : 0;
+  std::string echo_address;
+  std::string echo_where;
   std::optional<LoadGenerator> echo_generator;
-  if (options.baseline_echo) {
+  if (echo_process != nullptr) {
+    echo_address = echo_process->address();
+    echo_where = absl::StrCat("a process of its own, pid ", echo_process->pid());
+  } else if (options.baseline_echo) {
     absl::StatusOr<std::unique_ptr<EchoServer>> started = EchoServer::Start(EchoOptions());
     if (!started.ok()) {
       std::fprintf(stderr, "pkserve-bench: %s\n", std::string(started.status().message()).c_str());
       return 1;
     }
     echo = *std::move(started);
+    echo_address = echo->address();
+    echo_where = "in this process";
+  }
+  if (options.baseline_echo) {
     std::vector<std::shared_ptr<grpc::Channel>> echo_channels =
-        *MakeChannels(TargetSpec{echo->address(), ""}, options.connections);  // plaintext
-    if (absl::Status connected = WaitForChannels(echo_channels, echo->address(), kConnectTimeout);
+        *MakeChannels(TargetSpec{echo_address, ""}, options.connections);  // plaintext
+    if (absl::Status connected = WaitForChannels(echo_channels, echo_address, kConnectTimeout);
         !connected.ok()) {
       std::fprintf(stderr, "pkserve-bench: %s\n", std::string(connected.message()).c_str());
       return 1;
@@ -286,8 +327,8 @@ int Main() {
   std::printf("pkserve-bench: target %s (%s)\n", options.target.c_str(),
               server.empty() ? "no server info" : server.c_str());
   std::printf(
-      "workload %s; %s; %d connection(s), up to %d client threads; %zu pooled requests (mean %.1f "
-      "rows); warm-up %s, duration %s per level%s%s\n",
+      "workload %s; %s; %s, up to %s; %s (mean %.1f rows); warm-up %s, duration %s per "
+      "level%s%s\n",
       DescribeWorkload(options.workload).c_str(),
       options.open_loop()
           ? absl::StrCat("open loop, ",
@@ -295,11 +336,17 @@ int Main() {
                          " arrivals")
                 .c_str()
           : "closed loop",
-      options.connections, options.ResolvedThreads(), pool.size(), pool.mean_rows(),
+      Plural(options.connections, "connection", "connections").c_str(),
+      Plural(options.ResolvedThreads(), "client thread", "client threads").c_str(),
+      Plural(pool.size(), "pooled request", "pooled requests").c_str(), pool.mean_rows(),
       absl::FormatDuration(options.warmup).c_str(), absl::FormatDuration(options.duration).c_str(),
-      options.baseline_echo ? absl::StrCat("; echo baseline on ", echo->address()).c_str() : "",
-      options.verify > 0 ? absl::StrCat("; verifying ", options.verify, " answers a level").c_str()
-                         : "");
+      options.baseline_echo
+          ? absl::StrCat("; echo baseline on ", echo_address, " (", echo_where, ")").c_str()
+          : "",
+      options.verify > 0
+          ? absl::StrCat("; verifying ", Plural(options.verify, "answer", "answers"), " a level")
+                .c_str()
+          : "");
   std::fflush(stdout);
 
   std::vector<LevelSpec> levels;
@@ -356,16 +403,37 @@ int Main() {
   }
 
   std::printf("\n%s\n%s", ResultTable(results, target_name).c_str(),
-              ResultJsonLines(results, target_name).c_str());
+              ResultJsonLines(results, target_name, options).c_str());
   std::fflush(stdout);
   if (!options.json_path.empty()) {
     std::ofstream out(options.json_path);
-    out << ResultsJson(results);
+    out << ResultsJson(results, target_name, options);
     if (!out.good()) {
       std::fprintf(stderr, "pkserve-bench: cannot write %s\n", options.json_path.c_str());
       return 1;
     }
   }
+  const std::vector<std::string> too_many_errors =
+      ErrorFractionFailures(results, target_name, options.max_error_fraction);
+  for (const std::string& failure : too_many_errors) {
+    std::printf("errors: %s, over --max_error_fraction=%g\n", failure.c_str(),
+                options.max_error_fraction);
+  }
+  if (!too_many_errors.empty()) exit_code = 1;
+  // The verdict, always the last line.
+  if (exit_code == 0) {
+    std::printf("pkserve-bench: PASS: %s, failed requests within --max_error_fraction=%g\n",
+                Plural(results.size(), "level", "levels").c_str(), options.max_error_fraction);
+  } else {
+    std::printf("pkserve-bench: FAIL: %s\n",
+                !too_many_errors.empty()
+                    ? absl::StrCat(Plural(too_many_errors.size(), "result", "results"),
+                                   " failed more requests than --max_error_fraction=",
+                                   options.max_error_fraction, " (see the errors lines above)")
+                          .c_str()
+                    : "see the lines above (no request succeeded, or answers differed)");
+  }
+  std::fflush(stdout);
   return exit_code;
 }
 
@@ -381,19 +449,21 @@ int main(int argc, char** argv) {
   // took half of the echo's CPU time at 1 MiB requests. Keep such blocks in the heap instead.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  absl::FlagsUsageConfig usage;
-  usage.contains_helpshort_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "client/bench/main.cc");
-  };
-  usage.contains_help_flags = usage.contains_helpshort_flags;
-  absl::SetFlagsUsageConfig(usage);
-  absl::SetProgramUsageMessage(
-      "load generator for pkserve: closed-loop concurrency sweeps (--concurrency) or open-loop "
-      "rates (--rate), with an echo baseline (--baseline=echo) and answer checks (--verify).");
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  pkserve::SetUpProgramUsage({
+      .name = "pkserve-bench",
+      .flags_source = "client/bench/main.cc",
+      .message = "load generator for pkserve: closed-loop concurrency sweeps (--concurrency) or "
+                 "open-loop rates (--rate), with an echo baseline (--baseline=echo) and answer "
+                 "checks (--verify).\n"
+                 "Usage: pkserve-bench [--target=127.0.0.1:50051] [flags]\n"
+                 "Exit status: 0 when the run passes, 1 when it fails (too many failed requests, "
+                 "answers that differ, a level that cannot run), 2 on bad usage.",
+      .version = absl::StrCat("pkserve-bench ", pkserve::kVersion),
+  });
+  std::vector<char*> positional = pkserve::ParseFlagsOrExit(argc, argv);
   if (positional.size() > 1) {
     std::fprintf(stderr, "pkserve-bench: unexpected argument '%s' (flags only)\n", positional[1]);
-    return 2;
+    return pkserve::kUsageError;
   }
   return pkserve::bench::Main();
 }

@@ -23,7 +23,12 @@ absl::StatusOr<std::vector<uint32_t>> ParseUintList(absl::string_view text,
   std::vector<uint32_t> values;
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     uint32_t value = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &value)) {
+    const absl::string_view entry = absl::StripAsciiWhitespace(part);
+    if (entry.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " has an empty entry: '", text, "' (write e.g. 64,64)"));
+    }
+    if (!absl::SimpleAtoi(entry, &value)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--", flag, " must be a comma-separated list of non-negative integers, got '", text,
           "'"));
@@ -79,7 +84,12 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> ParseRowRange(absl::string_view te
 absl::StatusOr<pk::DType> ParseDType(absl::string_view text) {
   if (text == "f32" || text == "float32") return pk::DType::kFloat32;
   if (text == "bf16" || text == "bfloat16") return pk::DType::kBFloat16;
-  return absl::InvalidArgumentError(absl::StrCat("--dtype must be f32 or bf16, got '", text, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--dtype must be float32 or bfloat16 (or f32, bf16), got '", text, "'"));
+}
+
+const char* DTypeFlagName(pk::DType dtype) {
+  return dtype == pk::DType::kBFloat16 ? "bfloat16" : "float32";
 }
 
 absl::StatusOr<CallMode> ParseCallMode(absl::string_view text) {
@@ -112,7 +122,7 @@ std::string DescribeWorkload(const Workload& workload) {
                                ? absl::StrCat(workload.min_rows)
                                : absl::StrCat(workload.min_rows, "-", workload.max_rows);
   return absl::StrCat(absl::StrJoin(widths, "x"), " k=", problem.k, " ",
-                      problem.dtype == pk::DType::kBFloat16 ? "bf16" : "f32", ", rows ", rows, ", ",
+                      DTypeFlagName(problem.dtype), ", rows ", rows, ", ",
                       workload.mode == CallMode::kUnary ? "unary" : "stream");
 }
 

@@ -44,12 +44,14 @@ struct BenchOptions {
   std::string json_path;       // --json FILE; empty = none
   uint64_t seed = 1;
   int server_pid = 0;  // a local server's pid: its CPU use is read in every window
+  // The run fails (exit 1) when a level's failed requests pass this fraction of those sent.
+  double max_error_fraction = 0.01;
 
   bool open_loop() const { return !rates.empty(); }
   int ResolvedThreads() const;
 };
 
-// "1024,1024" -> {1024, 1024}.
+// "1024,1024" -> {1024, 1024}; an empty entry ("64,,64", "64,") is an error.
 absl::StatusOr<std::vector<uint32_t>> ParseUintList(absl::string_view text, absl::string_view flag);
 // "1,4,16,64" -> {1, 4, 16, 64}; every entry >= 1.
 absl::StatusOr<std::vector<int>> ParseConcurrency(absl::string_view text);
@@ -57,15 +59,17 @@ absl::StatusOr<std::vector<int>> ParseConcurrency(absl::string_view text);
 absl::StatusOr<std::vector<double>> ParseRates(absl::string_view text);
 // "8" -> [8, 8]; "1-64" -> [1, 64].
 absl::StatusOr<std::pair<uint32_t, uint32_t>> ParseRowRange(absl::string_view text);
-// "f32" / "float32" / "bf16" / "bfloat16".
+// "float32" / "bfloat16", or their short forms "f32" / "bf16".
 absl::StatusOr<pk::DType> ParseDType(absl::string_view text);
+// "float32" / "bfloat16": the spelling the bench prints, which pkserve-cli takes too.
+const char* DTypeFlagName(pk::DType dtype);
 absl::StatusOr<CallMode> ParseCallMode(absl::string_view text);
 absl::StatusOr<Arrivals> ParseArrivals(absl::string_view text);
 // A duration in seconds ("0.5"); `flag` names it in the error.
 absl::StatusOr<absl::Duration> ParseSeconds(double seconds, absl::string_view flag,
                                             bool allow_zero);
 
-// "1024x1024 k=64 bf16, rows 1-64, unary"
+// "1024x1024 k=64 bfloat16, rows 1-64, unary"
 std::string DescribeWorkload(const Workload& workload);
 
 }  // namespace pkserve::bench

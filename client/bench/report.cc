@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -113,6 +114,7 @@ std::string ResultTable(const std::vector<LevelResult>& results, const std::stri
       "| level | server | req/s | rows/s | MB/s | p50 us | p90 us | p99 us | p99.9 us | max us | "
       "errors | batch rows mean (p10/p50/p90/max) |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  std::string ratios;
   for (const LevelResult& result : results) {
     const std::string level = LevelName(result.spec);
     absl::StrAppend(&table, TableRow(level, target, result.service));
@@ -122,40 +124,52 @@ std::string ResultTable(const std::vector<LevelResult>& results, const std::stri
     const double rows_ratio =
         echo.rows > 0 ? static_cast<double>(result.service.rows) / static_cast<double>(echo.rows)
                       : 0.0;
+    const auto more_us = [&result, &echo](double quantile) {
+      return Micros(result.service.latency_ns.Percentile(quantile)) -
+             Micros(echo.latency_ns.Percentile(quantile));
+    };
+    absl::StrAppendFormat(&ratios, "| %s | %.2fx | %+.1f | %+.1f | %+.1f |\n", level, rows_ratio,
+                          more_us(0.50), more_us(0.90), more_us(0.99));
+  }
+  if (!ratios.empty()) {
     absl::StrAppendFormat(&table,
-                          "| %s | %s / echo | | %.2fx | | %+.1f | %+.1f | %+.1f | | | | |\n", level,
-                          target, rows_ratio,
-                          Micros(result.service.latency_ns.Percentile(0.50)) -
-                              Micros(echo.latency_ns.Percentile(0.50)),
-                          Micros(result.service.latency_ns.Percentile(0.90)) -
-                              Micros(echo.latency_ns.Percentile(0.90)),
-                          Micros(result.service.latency_ns.Percentile(0.99)) -
-                              Micros(echo.latency_ns.Percentile(0.99)));
+                          "\n| level | rows/s, %s / echo | p50 us, %s - echo | p90 us, %s - echo "
+                          "| p99 us, %s - echo |\n|---|---|---|---|---|\n%s",
+                          target, target, target, target, ratios);
   }
   return table;
 }
 
-std::string LevelJson(const LevelResult& result) {
-  std::string json =
-      absl::StrCat("{", LevelKeyJson(result.spec), ", ", FiguresJson(result.service));
-  if (result.baseline.has_value()) {
-    absl::StrAppend(&json, ", \"baseline\": {", LevelKeyJson(result.spec), ", ",
-                    FiguresJson(*result.baseline), "}");
+std::string WorkloadJson(const BenchOptions& options) {
+  const pk::Problem& problem = options.workload.problem;
+  std::vector<uint32_t> widths(problem.widths.begin(), problem.widths.begin() + problem.factors);
+  std::string json = absl::StrCat(
+      "{\"target\": \"", options.target, "\", \"widths\": [", absl::StrJoin(widths, ", "),
+      "], \"k\": ", problem.k, ", \"dtype\": \"", DTypeFlagName(problem.dtype),
+      "\", \"rows\": {\"min\": ", options.workload.min_rows,
+      ", \"max\": ", options.workload.max_rows, "}, \"mode\": \"",
+      options.workload.mode == CallMode::kUnary ? "unary" : "stream", "\", \"loop\": \"",
+      options.open_loop() ? "open" : "closed", "\"");
+  if (options.open_loop()) {
+    absl::StrAppend(&json, ", \"arrivals\": \"",
+                    options.arrivals == Arrivals::kPoisson ? "poisson" : "constant", "\"");
   }
-  absl::StrAppend(&json, "}");
+  absl::StrAppend(&json, ", \"connections\": ", options.connections,
+                  ", \"threads\": ", options.ResolvedThreads(),
+                  ", \"warmup_s\": ", Number(absl::ToDoubleSeconds(options.warmup)),
+                  ", \"duration_s\": ", Number(absl::ToDoubleSeconds(options.duration)),
+                  ", \"deadline_s\": ", Number(absl::ToDoubleSeconds(options.deadline)),
+                  ", \"pool\": ", options.pool_requests, ", \"seed\": ", options.seed, "}");
   return json;
 }
 
-std::string ResultsJson(const std::vector<LevelResult>& results) {
-  std::vector<std::string> levels;
-  for (const LevelResult& result : results) levels.push_back(LevelJson(result));
-  return absl::StrCat("[\n  ", absl::StrJoin(levels, ",\n  "), "\n]\n");
-}
-
-std::string ResultJsonLines(const std::vector<LevelResult>& results, const std::string& target) {
-  const auto line = [](const LevelSpec& spec, const std::string& server, const LevelStats& s) {
-    std::string json =
-        absl::StrCat("{\"server\": \"", server, "\", ", LevelKeyJson(spec), ", ", FiguresJson(s));
+std::vector<std::string> ResultObjects(const std::vector<LevelResult>& results,
+                                       const std::string& target, const BenchOptions& options) {
+  const std::string workload = WorkloadJson(options);
+  const auto object = [&workload](const LevelSpec& spec, const std::string& server,
+                                  const LevelStats& s) {
+    std::string json = absl::StrCat("{\"server\": \"", server, "\", ", LevelKeyJson(spec),
+                                    ", \"workload\": ", workload, ", ", FiguresJson(s));
     const LogHistogram& batch = s.batch_rows;
     if (batch.count() > 0) {
       absl::StrAppend(&json, ", \"batch_rows\": {\"mean\": ", Number(batch.mean()),
@@ -184,16 +198,72 @@ std::string ResultJsonLines(const std::vector<LevelResult>& results, const std::
           ", \"p99\": ", Number(Micros(s.send_lag_ns.Percentile(0.99))),
           ", \"max\": ", Number(Micros(s.send_lag_ns.max())), "}");
     }
-    return absl::StrCat(json, "}\n");
+    return absl::StrCat(json, "}");
   };
-  std::string lines;
+  std::vector<std::string> objects;
   for (const LevelResult& result : results) {
-    absl::StrAppend(&lines, line(result.spec, target, result.service));
+    objects.push_back(object(result.spec, target, result.service));
     if (result.baseline.has_value()) {
-      absl::StrAppend(&lines, line(result.spec, "echo", *result.baseline));
+      objects.push_back(object(result.spec, "echo", *result.baseline));
     }
   }
+  return objects;
+}
+
+std::string ResultsJson(const std::vector<LevelResult>& results, const std::string& target,
+                        const BenchOptions& options) {
+  const std::vector<std::string> objects = ResultObjects(results, target, options);
+  if (objects.empty()) return "[]\n";
+  return absl::StrCat("[\n  ", absl::StrJoin(objects, ",\n  "), "\n]\n");
+}
+
+std::string ResultJsonLines(const std::vector<LevelResult>& results, const std::string& target,
+                            const BenchOptions& options) {
+  std::string lines;
+  for (const std::string& object : ResultObjects(results, target, options)) {
+    absl::StrAppend(&lines, object, "\n");
+  }
   return lines;
+}
+
+std::vector<std::string> ErrorFractionFailures(const std::vector<LevelResult>& results,
+                                               const std::string& target, double max_fraction) {
+  std::vector<std::string> failures;
+  const auto check = [&failures, max_fraction](const LevelSpec& spec, const std::string& server,
+                                               const LevelStats& s) {
+    const uint64_t failed = s.error_count();
+    const uint64_t sent = s.ok + failed;
+    if (failed == 0 || static_cast<double>(failed) <= max_fraction * static_cast<double>(sent)) {
+      return;
+    }
+    failures.push_back(absl::StrFormat(
+        "%s, %s: %d of %d requests failed (%.2f%%; %s)", LevelName(spec), server, failed, sent,
+        100.0 * static_cast<double>(failed) / static_cast<double>(sent), ErrorsText(s)));
+  };
+  for (const LevelResult& result : results) {
+    check(result.spec, target, result.service);
+    if (result.baseline.has_value()) check(result.spec, "echo", *result.baseline);
+  }
+  return failures;
+}
+
+std::vector<std::string> ErrorLines(const LevelStats& stats) {
+  std::vector<std::string> lines;
+  for (const auto& [code, message] : stats.first_messages) {
+    std::string line = absl::StrCat("  first ", StatusCodeName(code), ": ", message);
+    // gRPC's own words for a message over a size limit name no flag.
+    if (absl::StrContains(message, "message larger than max")) {
+      absl::StrAppend(&line,
+                      " (a message over a size limit: pkserve takes requests up to its "
+                      "--max_message_bytes; raise it there, or send fewer --rows)");
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+std::string Plural(uint64_t count, absl::string_view one, absl::string_view many) {
+  return absl::StrCat(count, " ", count == 1 ? one : many);
 }
 
 }  // namespace pkserve::bench

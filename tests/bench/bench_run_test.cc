@@ -1,12 +1,16 @@
 // pkserve-bench as a user runs it, against servers on loopback: an in-process pkserve (CPU
 // backend) and in-process echo servers (the baseline's, which answers zeros: a wrong server).
-// Checks the --json file's schema and sanity, that --verify passes against pkserve and fails
-// against the echo, that open-loop mode keeps its rate when the server is slow, and usage errors.
+// Checks the --json file's schema and sanity (the same objects as the JSON lines on stdout, each
+// with its workload), the exit past --max_error_fraction and the verdict line, that --verify
+// passes against pkserve and fails against the echo, that open-loop mode keeps its rate when the
+// server is slow, --help, and usage errors.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -237,27 +241,186 @@ class BenchRunTest : public ::testing::Test {
   std::string target_;
 };
 
-TEST_F(BenchRunTest, JsonHasEveryFigureForEveryLevelAndTheBaseline) {
+// Whether two JSON values are the same (members in the same order).
+bool SameJson(const Json& a, const Json& b) {
+  if (a.type != b.type || a.number != b.number || a.text != b.text ||
+      a.items.size() != b.items.size() || a.members.size() != b.members.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.items.size(); ++i) {
+    if (!SameJson(a.items[i], b.items[i])) return false;
+  }
+  for (size_t i = 0; i < a.members.size(); ++i) {
+    if (a.members[i].first != b.members[i].first ||
+        !SameJson(a.members[i].second, b.members[i].second)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string TextAt(const Json& object, const std::string& key) {
+  const Json* value = object.Find(key);
+  EXPECT_NE(value, nullptr) << "missing key '" << key << "'";
+  if (value == nullptr) return "";
+  EXPECT_EQ(value->type, Json::Type::kString) << "'" << key << "' is not a string";
+  return value->text;
+}
+
+// The JSON lines of a run's output (each result's object), parsed.
+std::vector<Json> JsonLines(const std::string& output) {
+  std::vector<Json> lines;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("{\"server\"", 0) != 0) continue;
+    JsonReader reader(line);
+    lines.emplace_back();
+    EXPECT_TRUE(reader.Parse(&lines.back())) << reader.error() << "\n" << line;
+  }
+  return lines;
+}
+
+std::string LastLine(const std::string& output) {
+  std::string trimmed = output;
+  while (!trimmed.empty() && trimmed.back() == '\n') trimmed.pop_back();
+  const size_t newline = trimmed.rfind('\n');
+  return newline == std::string::npos ? trimmed : trimmed.substr(newline + 1);
+}
+
+TEST_F(BenchRunTest, JsonFileAndJsonLinesShareOneSchemaWithTheWorkloadForEveryResult) {
   const std::string json_path = TempPath("levels.json");
   const BenchRun run = RunBench(absl::StrCat(
       target_, " --widths=1024,1024 --k=64 --dtype=bf16 --rows=4 --concurrency=1,4 --warmup=0.2",
       " --duration=0.5 --baseline=echo --verify=5 --json=", json_path));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_TRUE(absl::StrContains(run.output, "| concurrency 4 | pkserve / echo |")) << run.output;
-  const Json levels = ReadJsonFile(json_path);
-  ASSERT_EQ(levels.type, Json::Type::kArray);
-  ASSERT_EQ(levels.items.size(), 2u);
-  const double concurrency[] = {1, 4};
-  for (size_t i = 0; i < levels.items.size(); ++i) {
-    const Json& level = levels.items[i];
-    EXPECT_EQ(NumberAt(level, "concurrency"), concurrency[i]);
-    ExpectSaneFigures(level, 4, absl::StrCat("level ", i));
-    const Json* baseline = level.Find("baseline");
-    ASSERT_NE(baseline, nullptr) << "level " << i << " has no baseline";
-    EXPECT_EQ(NumberAt(*baseline, "concurrency"), concurrency[i]);
-    ExpectSaneFigures(*baseline, 4, absl::StrCat("level ", i, " baseline"));
+  EXPECT_TRUE(absl::StrContains(run.output, "1024x1024 k=64 bfloat16, rows 4, unary"))
+      << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "1 connection, up to ")) << run.output;
+  // The comparison with the echo has column labels of its own.
+  const size_t ratios = run.output.find(
+      "| level | rows/s, pkserve / echo | p50 us, pkserve - echo | p90 us, pkserve - echo | "
+      "p99 us, pkserve - echo |");
+  ASSERT_NE(ratios, std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("| concurrency 4 | ", ratios), std::string::npos) << run.output;
+  EXPECT_FALSE(absl::StrContains(run.output, "| pkserve / echo |")) << run.output;
+  EXPECT_EQ(LastLine(run.output).rfind("pkserve-bench: PASS: 2 levels", 0), 0u) << run.output;
+
+  const Json results = ReadJsonFile(json_path);
+  ASSERT_EQ(results.type, Json::Type::kArray);
+  const std::vector<Json> lines = JsonLines(run.output);
+  ASSERT_EQ(results.items.size(), 4u) << "pkserve and echo at each of 2 levels";
+  ASSERT_EQ(lines.size(), results.items.size());
+  const double concurrency[] = {1, 1, 4, 4};
+  const char* server[] = {"pkserve", "echo", "pkserve", "echo"};
+  for (size_t i = 0; i < results.items.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("result ", i));
+    const Json& result = results.items[i];
+    EXPECT_TRUE(SameJson(result, lines[i])) << "the --json file and the stdout line differ";
+    EXPECT_EQ(TextAt(result, "server"), server[i]);
+    EXPECT_EQ(NumberAt(result, "concurrency"), concurrency[i]);
+    ExpectSaneFigures(result, 4, "figures");
+    const Json* workload = result.Find("workload");
+    ASSERT_NE(workload, nullptr);
+    const Json* widths = workload->Find("widths");
+    ASSERT_NE(widths, nullptr);
+    ASSERT_EQ(widths->items.size(), 2u);
+    EXPECT_EQ(widths->items[0].number, 1024);
+    EXPECT_EQ(widths->items[1].number, 1024);
+    EXPECT_EQ(NumberAt(*workload, "k"), 64);
+    EXPECT_EQ(TextAt(*workload, "dtype"), "bfloat16");
+    const Json* rows = workload->Find("rows");
+    ASSERT_NE(rows, nullptr);
+    EXPECT_EQ(NumberAt(*rows, "min"), 4);
+    EXPECT_EQ(NumberAt(*rows, "max"), 4);
+    EXPECT_EQ(TextAt(*workload, "mode"), "unary");
+    EXPECT_EQ(TextAt(*workload, "loop"), "closed");
+    EXPECT_EQ(NumberAt(*workload, "connections"), 1);
+    EXPECT_GE(NumberAt(*workload, "threads"), 1);
+    EXPECT_EQ(NumberAt(*workload, "duration_s"), 0.5);
+    EXPECT_EQ(TextAt(*workload, "target"), target_.substr(std::string("--target=").size()));
+    EXPECT_GT(NumberAt(result, "bench_cpu_cores"), 0);
+    if (i % 2 == 0) {  // pkserve reports its batches and times; the echo has none
+      EXPECT_NE(result.Find("batch_rows"), nullptr);
+      EXPECT_NE(result.Find("server_us"), nullptr);
+      EXPECT_GE(NumberAt(result, "executor_busy"), 0);
+    }
   }
   std::remove(json_path.c_str());
+}
+
+TEST(BenchRun, ExitsOneWhenMoreRequestsFailThanMaxErrorFractionAndSaysSoLast) {
+  // Requests of 1..8 rows against a server taking at most 4: about half are INVALID_ARGUMENT.
+  ServerConfig config = testing::LoopbackConfig();
+  config.max_rows_per_request = 4;
+  std::unique_ptr<Server> server = testing::StartServer(config);
+  ASSERT_NE(server, nullptr);
+  const std::string arguments =
+      absl::StrCat("--target=127.0.0.1:", server->port(),
+                   " --widths=64,64 --k=8 --rows=1-8 --concurrency=2 --warmup=0 --duration=0.3");
+  const BenchRun failing = RunBench(arguments);
+  EXPECT_EQ(failing.exit_code, 1) << failing.output;
+  EXPECT_TRUE(absl::StrContains(failing.output, "errors: concurrency 2, pkserve: "))
+      << failing.output;
+  EXPECT_TRUE(absl::StrContains(failing.output, "requests failed")) << failing.output;
+  EXPECT_TRUE(absl::StrContains(failing.output, "  first INVALID_ARGUMENT: rows "))
+      << failing.output;
+  EXPECT_EQ(LastLine(failing.output)
+                .rfind("pkserve-bench: FAIL: 1 result failed more requests "
+                       "than --max_error_fraction=0.01",
+                       0),
+            0u)
+      << failing.output;
+
+  const BenchRun tolerated = RunBench(absl::StrCat(arguments, " --max_error_fraction=1"));
+  EXPECT_EQ(tolerated.exit_code, 0) << tolerated.output;
+  EXPECT_EQ(LastLine(tolerated.output).rfind("pkserve-bench: PASS: 1 level,", 0), 0u)
+      << tolerated.output;
+}
+
+TEST(BenchRun, AMessageOverTheServersSizeLimitIsReportedWithTheFlagThatSetsIt) {
+  // 64 rows of 1024 x 1024 float32 scores are 512 KiB, over a 64 KiB --max_message_bytes.
+  ServerConfig config = testing::LoopbackConfig();
+  config.max_message_bytes = 64 << 10;
+  std::unique_ptr<Server> server = testing::StartServer(config);
+  ASSERT_NE(server, nullptr);
+  const BenchRun run = RunBench(absl::StrCat("--target=127.0.0.1:", server->port(),
+                                             " --dtype=float32 --rows=64 --concurrency=1",
+                                             " --warmup=0 --duration=0.2 --pool=2"));
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "  first RESOURCE_EXHAUSTED: ")) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "pkserve takes requests up to its --max_message_bytes"))
+      << run.output;
+}
+
+TEST_F(BenchRunTest, TheEchoBaselineRunsInAProcessOfItsOwnThatEndsWithTheRun) {
+  const std::string common =
+      absl::StrCat(target_, " --rows=1 --concurrency=1 --warmup=0 --duration=0.3 --baseline=echo");
+  const BenchRun run = RunBench(common);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string marker = "(a process of its own, pid ";
+  const size_t at = run.output.find(marker);
+  ASSERT_NE(at, std::string::npos) << run.output;
+  const pid_t echo_pid = std::atoi(run.output.c_str() + at + marker.size());
+  ASSERT_GT(echo_pid, 0) << run.output;
+  EXPECT_NE(echo_pid, getpid());
+  // Gone (and reaped) once the bench has exited.
+  EXPECT_EQ(kill(echo_pid, 0), -1) << "the echo process " << echo_pid << " outlived the bench";
+  EXPECT_EQ(errno, ESRCH);
+  EXPECT_TRUE(absl::StrContains(run.output, "| concurrency 1 | echo |")) << run.output;
+
+  const BenchRun in_process = RunBench(absl::StrCat(common, " --baseline_in_process"));
+  ASSERT_EQ(in_process.exit_code, 0) << in_process.output;
+  EXPECT_TRUE(absl::StrContains(in_process.output, "(in this process)")) << in_process.output;
+}
+
+TEST(BenchRun, HelpExitsZeroAndNamesTheFlagsFileAsTheRepositoryDoes) {
+  const BenchRun run = RunBench("--help");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "Flags from client/bench/main.cc:")) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "--max_error_fraction")) << run.output;
+  EXPECT_FALSE(absl::StrContains(run.output, "../")) << run.output;
+  EXPECT_EQ(RunBench("--version").exit_code, 0);
 }
 
 TEST_F(BenchRunTest, VerifyPassesAgainstPkserveInStreamModeWithRowRanges) {
@@ -308,6 +471,9 @@ TEST(BenchRun, OpenLoopKeepsItsRateWhenTheServerIsSlow) {
     ASSERT_EQ(levels.items.size(), 1u);
     const Json& level = levels.items[0];
     EXPECT_EQ(NumberAt(level, "rate"), 400);
+    ASSERT_NE(level.Find("workload"), nullptr);
+    EXPECT_EQ(TextAt(*level.Find("workload"), "loop"), "open");
+    EXPECT_EQ(TextAt(*level.Find("workload"), "arrivals"), arrivals);
     // Constant: exactly 600 sends in 1.5 s; Poisson: 600 expected, sd ~24.5 (tolerance ~4 sd).
     const double tolerance = absl::string_view(arrivals) == "constant" ? 0.02 : 0.17;
     EXPECT_NEAR(NumberAt(level, "requests_per_s"), 400, 400 * tolerance) << run.output;
@@ -322,7 +488,9 @@ TEST(BenchRun, OpenLoopKeepsItsRateWhenTheServerIsSlow) {
 TEST(BenchRun, BadUsageExitsTwo) {
   for (const char* arguments :
        {"--k=300", "--widths=1024", "--rows=0", "--dtype=f16", "--mode=bidi", "--rate=-1",
-        "--concurrency=0", "--baseline=grpc", "--target=a:1,b:2", "--duration=0"}) {
+        "--concurrency=0", "--baseline=grpc", "--target=a:1,b:2", "--duration=0", "--widths=64,,64",
+        "--widths=64,64,", "--max_error_fraction=1.5", "--no_such_flag", "--threads=abc",
+        "positional"}) {
     const BenchRun run = RunBench(arguments);
     EXPECT_EQ(run.exit_code, 2) << arguments << "\n" << run.output;
   }

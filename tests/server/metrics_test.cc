@@ -1,8 +1,8 @@
 // The Prometheus metrics: the registry's text format (checked line by line by a small parser of
 // format 0.0.4), its counts under concurrent updates, and a real server scraped over HTTP on
-// 127.0.0.1 after known traffic (unary and stream, OK and INVALID_ARGUMENT, a failing executor),
-// whose counts must match what was sent exactly. The endpoint is off when its address is empty,
-// in-process and for the pkserve binary's --metrics_address flag.
+// 127.0.0.1 after known traffic (unary and stream, OK and INVALID_ARGUMENT, a failing executor,
+// calls their client cancelled), whose counts must match what was sent exactly. The endpoint is
+// off when its address is empty, in-process and for the pkserve binary's --metrics_address flag.
 #include "server/metrics.h"
 
 #include <gtest/gtest.h>
