@@ -83,10 +83,24 @@ struct SumParams {
   const uint32_t* slots;
   const float* weights;
   std::byte* out;
-  uint32_t pairs;  // per output
+  uint32_t pairs;     // per output
   uint32_t dim;
-  uint32_t tiles;  // column tiles per output (blocks per output)
+  uint32_t tiles;     // column tiles per output (blocks per output)
+  uint32_t prefetch;  // 1: a thread asks L2 for all of a chunk's values before summing them
 };
+
+// Grids below this many blocks a multiprocessor prefetch (a small batch: few warps, so the
+// loads a warp keeps in flight by unrolling do not cover the memory latency).
+constexpr size_t kPrefetchBelowBlocksPerSm = 4;
+constexpr int kUnroll = 8;  // pairs whose loads are issued before their fmas
+
+__device__ __forceinline__ void PrefetchToL2(const void* at) {
+#if defined(PK_CUDA_EMULATION)
+  (void)at;
+#else
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+#endif
+}
 
 template <class V>
 __device__ __forceinline__ float Widen(V x) {
@@ -131,7 +145,8 @@ __device__ __forceinline__ void StoreOutput(O* at, float acc) {
 
 // A block per (output, column tile): the output's pairs staged kPairChunk at a time; thread t of
 // tile g owns columns [(g * blockDim.x + t) * kVec, + kVec); per column acc = fma(w, v, acc)
-// over the pairs in order. Four pairs' loads are issued before their fmas (more in flight).
+// over the pairs in order. kUnroll pairs' loads are issued before their fmas (more in flight);
+// small grids first ask L2 for the whole chunk.
 template <class V, class O, int kVec>
 __global__ void __launch_bounds__(kMaxSumThreads) WeightedSumKernel(
     const __grid_constant__ SumParams p) {
@@ -156,15 +171,18 @@ __global__ void __launch_bounds__(kMaxSumThreads) WeightedSumKernel(
     }
     __syncthreads();
     if (!active) continue;
+    if (p.prefetch) {
+      for (uint32_t j = 0; j < count; ++j) PrefetchToL2(values + size_t{chunk_slots[j]} * p.dim);
+    }
     uint32_t j = 0;
-    for (; j + 4 <= count; j += 4) {
-      float v[4][kVec];
+    for (; j + kUnroll <= count; j += kUnroll) {
+      float v[kUnroll][kVec];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < kUnroll; ++u) {
         LoadValues<V, kVec>(values + size_t{chunk_slots[j + u]} * p.dim, v[u]);
       }
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < kUnroll; ++u) {
         const float w = chunk_weights[j + u];
 #pragma unroll
         for (int e = 0; e < kVec; ++e) acc[e] = Fma(w, v[u][e], acc[e]);
@@ -209,6 +227,7 @@ cudaError_t LaunchSum(SumParams params, size_t outputs, cudaStream_t stream) {
   while (threads > kMinSumThreads && blocks(threads) < 2 * size_t(Multiprocessors())) threads /= 2;
   params.tiles = (needed + threads - 1) / threads;
   const size_t grid = outputs * params.tiles;
+  params.prefetch = grid < kPrefetchBelowBlocksPerSm * size_t(Multiprocessors()) ? 1 : 0;
   if (grid > kGridLimit) return cudaErrorInvalidConfiguration;
   void* arguments[] = {&params};
   return cudaLaunchKernel(WeightedSumKernel<V, O, kVec>, dim3(static_cast<unsigned>(grid)),
@@ -245,7 +264,7 @@ cudaError_t LaunchWeightedSum(const LookupProblem& problem, const ValuesView& de
                               std::byte* out, cudaStream_t stream) {
   if (outputs == 0) return cudaSuccess;
   SumParams params{device_values.data, slots, weights, out, problem.pairs_per_output(),
-                   problem.dim, 1};
+                   problem.dim, 1, 0};
   const bool bf16_values = problem.value_dtype == DType::kBFloat16;
   const bool bf16_out = problem.output_dtype == DType::kBFloat16;
   if (bf16_values) {
