@@ -23,3 +23,22 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   target_compile_options(pk-golden-lookup-emu PRIVATE -Wno-unknown-pragmas -Wno-array-bounds
                          -Wno-maybe-uninitialized -fno-strict-aliasing)
 endif()
+
+# The randomized differential check of the CUDA lookup against the CPU one: on a GPU, and on the
+# CPU emulator.
+add_executable(pk-lookup-diff tools/pk_lookup_diff.cc)
+target_link_libraries(pk-lookup-diff PRIVATE pk_kernels_cuda)
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  add_executable(pk-lookup-emu-diff
+    emulation/emulator.cc
+    emulation/topk_kernel_emulated.cc
+    emulation/lookup_kernel_emulated.cc
+    topk_cuda.cc
+    lookup_cuda.cc
+    tools/pk_lookup_diff.cc
+  )
+  target_include_directories(pk-lookup-emu-diff BEFORE PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/emulation)
+  target_link_libraries(pk-lookup-emu-diff PRIVATE pk_kernels)
+  target_compile_options(pk-lookup-emu-diff PRIVATE -Wno-unknown-pragmas -Wno-array-bounds
+                         -Wno-maybe-uninitialized -fno-strict-aliasing)
+endif()
