@@ -1,6 +1,10 @@
 // The CUDA kernels of the memory lookup and their launches (contract: lookup_launch.h).
 // Compiled by nvcc for the GPU and, through emulation/lookup_kernel_emulated.cc, as C++ for the
 // CPU emulator: no static __shared__ arrays (the block's dynamic shared memory only) and 1-D grids.
+// Bit-exactness with the CPU needs subnormals kept (weights can be as small as e^-87.3, their
+// products with values subnormal): this file must not be built with -ftz=true or
+// --use_fast_math, which flush them in every float instruction, the _rn intrinsics included; nor
+// may the CPU side run with FTZ/DAZ set in MXCSR.
 #include <cuda_runtime.h>
 
 #include <cstddef>
