@@ -2,7 +2,7 @@
 // lookup contract"), one function that gives the same bits on the host and on a CUDA device.
 //
 // It is made of float32 additions, multiplications and fused multiply-adds only, each written
-// out (Fma, Mul below), so that neither compiler may contract or reorder them: no library
+// out (Fma, Add, Sub, Div below), so that neither compiler may contract or reorder them: no library
 // exp/expf/exp2f and no fast-math intrinsic, whose results differ between the C library and CUDA.
 //
 // Domain and accuracy (the lookup only calls it on x = s - max <= 0):
@@ -13,8 +13,8 @@
 // - Exp(+0) = Exp(-0) = 1 exactly.
 // Method: n = nearest integer to x / ln 2 (by the 1.5 * 2^23 rounding trick), r = x - n ln 2 in
 // two fma steps (|r| <= 0.347), e^r by its degree-7 Taylor polynomial in Horner form with fma
-// (truncation error below 5.2e-9 relative), times 2^n built from its exponent bits (exact, since
-// n >= -126 keeps the result normal).
+// (truncation error below 5.2e-9 relative), then 2^n applied to its exponent bits (exact, since
+// the result stays normal).
 #pragma once
 
 #include <cmath>
@@ -30,15 +30,6 @@ PK_HOST_DEVICE float Fma(float a, float b, float c) {
   return __fmaf_rn(a, b, c);
 #else
   return std::fma(a, b, c);
-#endif
-}
-
-// One IEEE float32 multiplication that the device compiler may not fuse with a later addition.
-PK_HOST_DEVICE float Mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
 #endif
 }
 
@@ -79,17 +70,19 @@ PK_HOST_DEVICE float Exp(float x) {
   const int32_t exponent = static_cast<int32_t>(FloatBits(t) - FloatBits(kRoundMagic));
   float r = Fma(n, -kLn2Hi, x);
   r = Fma(n, -kLn2Lo, r);
-  // e^r = sum over j of r^j / j!, j = 0..7.
-  float p = 1.0f / 5040.0f;
-  p = Fma(p, r, 1.0f / 720.0f);
-  p = Fma(p, r, 1.0f / 120.0f);
-  p = Fma(p, r, 1.0f / 24.0f);
-  p = Fma(p, r, 1.0f / 6.0f);
+  // e^r = sum over j of r^j / j!, j = 0..7 (the coefficients 1/j! rounded to float32).
+  float p = 0x1.a01a02p-13f;
+  p = Fma(p, r, 0x1.6c16c2p-10f);
+  p = Fma(p, r, 0x1.111112p-7f);
+  p = Fma(p, r, 0x1.555556p-5f);
+  p = Fma(p, r, 0x1.555556p-3f);
   p = Fma(p, r, 0.5f);
   p = Fma(p, r, 1.0f);
   p = Fma(p, r, 1.0f);
-  const float scale = BitsToFloat(static_cast<uint32_t>(exponent + 127) << 23);
-  return Mul(p, scale);
+  // p * 2^n by adding n to p's exponent field: exact, as p * 2^n is normal (n >= -126 and
+  // p > 1 where n = -126), and not a multiplication that a compiler could fuse into a caller's
+  // addition (host compilers contract a * b + c by default).
+  return BitsToFloat(FloatBits(p) + (static_cast<uint32_t>(exponent) << 23));
 }
 
 }  // namespace pk

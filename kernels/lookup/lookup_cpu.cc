@@ -107,9 +107,21 @@ void SumBlock(SumPath path, const ValuesView& values,
               uint32_t count, float* acc) {
   const size_t element = ElementBytes(values.dtype);
   const size_t row_bytes = size_t{values.dim} * element;
+  const size_t block_bytes = size_t{count} * element;
+  const auto row_of = [&](uint32_t p) {
+    return values.data + slots[p] * row_bytes + size_t{begin} * element;
+  };
   std::fill(acc, acc + count, 0.0f);
   for (uint32_t p = 0; p < pairs; ++p) {
-    const std::byte* row = values.data + slots[p] * row_bytes + size_t{begin} * element;
+    const std::byte* row = row_of(p);
+    // The rows are scattered over the table: ask for the next pair's block while this one is
+    // summed, so that its cache misses overlap this pair's work.
+    if (p + 1 < pairs) {
+      const std::byte* next = row_of(p + 1);
+      for (size_t offset = 0; offset < block_bytes; offset += 64) {
+        __builtin_prefetch(next + offset, 0, 0);
+      }
+    }
     const float w = weights[p];
     switch (path) {
 #if PK_X86_DISPATCH

@@ -8,11 +8,14 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <set>
+#include <string>
 #include <span>
 #include <vector>
 
 #include "kernels/cpu/parallel_topk.h"
 #include "kernels/cpu/topk_cpu.h"
+#include "kernels/golden/lookup_golden.h"
 #include "kernels/lookup/lookup.h"
 #include "kernels/lookup/lookup_cpu.h"
 #include "kernels/lookup/weights.h"
@@ -53,17 +56,6 @@ std::vector<std::byte> RandomTable(uint64_t slots, uint32_t dim, DType dtype,
     }
   }
   return table;
-}
-
-float Element(const std::byte* data, size_t index, DType dtype) {
-  if (dtype == DType::kFloat32) {
-    float x;
-    std::memcpy(&x, data + index * 4, 4);
-    return x;
-  }
-  uint16_t bits;
-  std::memcpy(&bits, data + index * 2, 2);
-  return Bf16ToFloat(bits);
 }
 
 uint64_t Slots(const Problem& p) {
@@ -212,51 +204,21 @@ TEST(LookupWeights, Bf16ScoresOfThreeFactorsUseTheUnroundedFloat32Sum) {
   EXPECT_EQ(SlotScore(shape, bytes, 4), 1.0078125f);
 }
 
-// The float64 evaluation of the same formula from the float32 scores, and the error the contract
-// allows: the output type's rounding plus float32 accumulation error.
+// The float64 evaluation of the contract's formula (lookup_golden.h) on a CPU result.
 void ExpectNearFloat64(const LookupProblem& p, const std::vector<std::byte>& scores,
                        const std::vector<std::byte>& table, const std::vector<uint32_t>& slots,
-                       const std::vector<uint8_t>& valid, const std::vector<std::byte>& out,
-                       size_t outputs) {
-  const ScoreShape shape = MakeScoreShape(p.topk);
-  const uint32_t kk = shape.kk;
-  for (size_t o = 0; o < outputs; ++o) {
-    std::vector<double> ref(p.dim, 0.0), magnitude(p.dim, 0.0);
-    for (uint32_t h = 0; h < p.heads; ++h) {
-      const size_t r = o * p.heads + h;
-      if (!valid[r]) continue;
-      std::vector<double> s(kk);
-      double m = -INFINITY;
-      for (uint32_t i = 0; i < kk; ++i) {
-        s[i] = SlotScore(shape, scores.data() + r * p.topk.row_bytes(), slots[r * kk + i]);
-        if (s[i] > m) m = s[i];
-      }
-      double z = 0;
-      for (uint32_t i = 0; i < kk; ++i) {
-        s[i] = std::isnan(s[i]) || s[i] == -INFINITY ? 0.0 : std::exp(s[i] - m);
-        z += s[i];
-      }
-      for (uint32_t i = 0; i < kk; ++i) {
-        const double w = s[i] / z;
-        const uint32_t slot = slots[r * kk + i];
-        for (uint32_t d = 0; d < p.dim; ++d) {
-          const double v = Element(table.data(), size_t{slot} * p.dim + d, p.value_dtype);
-          ref[d] += w * v;
-          magnitude[d] += std::fabs(w * v);
-        }
-      }
-    }
-    const double pairs = p.pairs_per_output();
-    for (uint32_t d = 0; d < p.dim; ++d) {
-      const double got = Element(out.data(), o * p.dim + d, p.output_dtype);
-      const double unit = p.output_dtype == DType::kFloat32 ? 0x1p-24 : 0x1p-8;
-      // Rounding to U, plus per pair the weight's error (Exp, the sum and the division: below
-      // 2^-19 relative) and one fma rounding of the running sum.
-      const double allowed = unit * std::fabs(ref[d]) + magnitude[d] * (0x1p-19 + pairs * 0x1p-24) +
-                             1e-30;
-      ASSERT_LE(std::fabs(got - ref[d]), allowed) << "output " << o << " column " << d;
-    }
-  }
+                       const std::vector<float>& weights, const std::vector<uint8_t>& valid,
+                       const std::vector<std::byte>& out, size_t outputs) {
+  golden::LookupCase c;
+  c.problem = p;
+  c.rows = static_cast<uint32_t>(outputs * p.heads);
+  c.scores = scores;
+  c.slots = slots;
+  c.weights = weights;
+  c.row_valid = valid;
+  c.outputs = out;
+  const auto excess = golden::CheckAgainstFloat64(c, table);
+  EXPECT_FALSE(excess.has_value()) << *excess;
 }
 
 struct Case {
@@ -297,7 +259,7 @@ TEST(CpuLookup, AgreesWithAFloat64Evaluation) {
     const ValuesView view{table.data(), Slots(p.topk), c.dim, c.values};
     cpu::WeightedSumRows(p, view, slots.data(), weights.data(), outputs, out.data());
     SCOPED_TRACE(testing::DistributionName(c.distribution));
-    ExpectNearFloat64(p, scores, table, slots, valid, out, outputs);
+    ExpectNearFloat64(p, scores, table, slots, weights, valid, out, outputs);
   }
 }
 
@@ -375,6 +337,57 @@ TEST(CpuLookup, ParallelRunnerGivesTheOneThreadBits) {
     EXPECT_EQ(valid, valid2) << threads;
     EXPECT_EQ(out, out2) << threads;
   }
+}
+
+TEST(GoldenLookup, CpuReproducesEveryCaseBitForBit) {
+  auto cases = golden::ReadLookupFile(PK_GOLDEN_LOOKUP_FILE);
+  ASSERT_TRUE(cases.ok()) << cases.error().message;
+  ASSERT_GE(cases.value().size(), 17u);
+  std::set<uint32_t> heads, dims;
+  for (const golden::LookupCase& c : cases.value()) {
+    SCOPED_TRACE(c.name);
+    const LookupProblem& p = c.problem;
+    heads.insert(p.heads);
+    dims.insert(p.dim);
+    const auto table = golden::TableFromSeed(c.table_seed, c.table_slots(), p.dim, p.value_dtype);
+    const size_t pairs = size_t{c.rows} * p.topk.kk();
+    std::vector<uint32_t> slots(pairs);
+    std::vector<float> weights(pairs);
+    std::vector<uint8_t> valid(c.rows);
+    std::vector<std::byte> out(c.outputs.size());
+    cpu::Workspace ws;
+    cpu::LookupWeightsRows(p.topk, c.scores.data(), c.rows, slots.data(), weights.data(),
+                           valid.data(), ws);
+    const ValuesView view{table.data(), c.table_slots(), p.dim, p.value_dtype};
+    cpu::WeightedSumRows(p, view, slots.data(), weights.data(), c.outputs_count(), out.data());
+    const auto difference = golden::CompareLookup(c, slots, weights, valid, out);
+    EXPECT_FALSE(difference.has_value()) << *difference;
+    const auto excess = golden::CheckAgainstFloat64(c, table);
+    EXPECT_FALSE(excess.has_value()) << *excess;
+  }
+  EXPECT_EQ(heads, (std::set<uint32_t>{1, 2, 4, 64}));
+  EXPECT_TRUE(dims.count(1) && dims.count(3) && dims.count(1000));
+}
+
+TEST(GoldenLookup, ComparisonAndFloat64CheckCatchAWrongOutput) {
+  auto cases = golden::ReadLookupFile(PK_GOLDEN_LOOKUP_FILE);
+  ASSERT_TRUE(cases.ok()) << cases.error().message;
+  golden::LookupCase c = cases.value()[0];  // float32 outputs
+  ASSERT_EQ(c.problem.output_dtype, DType::kFloat32);
+  const auto table =
+      golden::TableFromSeed(c.table_seed, c.table_slots(), c.problem.dim, c.problem.value_dtype);
+  std::vector<std::byte> wrong = c.outputs;
+  float x;
+  std::memcpy(&x, wrong.data() + 40, 4);
+  x = x * 1.0001f + 1e-4f;
+  std::memcpy(wrong.data() + 40, &x, 4);
+  const auto difference = golden::CompareLookup(c, c.slots, c.weights, c.row_valid, wrong);
+  ASSERT_TRUE(difference.has_value());
+  EXPECT_NE(difference->find("output 0, column 10"), std::string::npos) << *difference;
+  c.outputs = wrong;
+  const auto excess = golden::CheckAgainstFloat64(c, table);
+  ASSERT_TRUE(excess.has_value());
+  EXPECT_NE(excess->find("output 0, column 10"), std::string::npos) << *excess;
 }
 
 }  // namespace

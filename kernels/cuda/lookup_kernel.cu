@@ -1,0 +1,294 @@
+// The CUDA kernels of the memory lookup and their launches (contract: lookup_launch.h).
+// Compiled by nvcc for the GPU and, through emulation/lookup_kernel_emulated.cc, as C++ for the
+// CPU emulator: no static __shared__ arrays (the block's dynamic shared memory only) and 1-D grids.
+// Bit-exactness with the CPU needs subnormals kept (weights can be as small as e^-87.3, their
+// products with values subnormal): this file must not be built with -ftz=true or
+// --use_fast_math, which flush them in every float instruction, the _rn intrinsics included; nor
+// may the CPU side run with FTZ/DAZ set in MXCSR.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/lookup_launch.h"
+#include "kernels/lookup/weights.h"
+#include "kernels/numeric.h"
+
+namespace pk::cuda {
+namespace {
+
+constexpr unsigned kAllLanes = 0xffffffffu;
+constexpr int kWeightWarps = 4;            // score rows (a warp each) per block of the weights
+constexpr uint32_t kPairChunk = 256;       // (slot, weight) pairs staged in shared memory at once
+constexpr uint32_t kMaxSumThreads = 512;   // threads of a weighted-sum block
+constexpr uint32_t kMinSumThreads = 64;
+constexpr size_t kGridLimit = 0x7fffffffu; // blocks of a 1-D grid
+
+__device__ __forceinline__ uint8_t* LookupShared() {
+#if defined(PK_CUDA_EMULATION)
+  return pk::emu::DynamicShared();
+#else
+  extern __shared__ __align__(16) uint8_t lookup_shared[];
+  return lookup_shared;
+#endif
+}
+
+struct WeightsParams {
+  ScoreShape shape;
+  const std::byte* scores;
+  const uint32_t* slots;
+  float* weights;
+  uint8_t* row_valid;
+  size_t rows;
+  size_t row_bytes;
+};
+
+// A warp per row: lanes recompute the scores and their terms (strided), the maximum is a
+// butterfly of MaxScore (exact whatever the order; lane 0's is used), lane 0 sums Z in order.
+__global__ void __launch_bounds__(32 * kWeightWarps) LookupWeightsKernel(
+    const __grid_constant__ WeightsParams p) {
+  const unsigned warp = threadIdx.x >> 5;
+  const unsigned lane = threadIdx.x & 31u;
+  const size_t row = size_t{blockIdx.x} * kWeightWarps + warp;
+  if (row >= p.rows) return;  // the whole warp
+  float* terms = reinterpret_cast<float*>(LookupShared()) + warp * kMaxK;
+  const uint32_t kk = p.shape.kk;
+  const std::byte* scores = p.scores + row * p.row_bytes;
+  const uint32_t* slots = p.slots + row * kk;
+  float* weights = p.weights + row * kk;
+  float m = NegativeInfinity();
+  for (uint32_t i = lane; i < kk; i += 32) {
+    const float s = SlotScore(p.shape, scores, slots[i]);
+    terms[i] = s;
+    m = MaxScore(m, s);
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    m = MaxScore(m, __shfl_xor_sync(kAllLanes, m, offset));
+  }
+  m = __shfl_sync(kAllLanes, m, 0);
+  if (!IsFiniteFloat(m)) {
+    for (uint32_t i = lane; i < kk; i += 32) weights[i] = 0.0f;
+    if (lane == 0) p.row_valid[row] = 0;
+    return;
+  }
+  for (uint32_t i = lane; i < kk; i += 32) terms[i] = WeightTerm(terms[i], m);
+  __syncwarp();
+  float z = 0.0f;
+  if (lane == 0) {
+    for (uint32_t i = 0; i < kk; ++i) z = Add(z, terms[i]);
+    p.row_valid[row] = 1;
+  }
+  z = __shfl_sync(kAllLanes, z, 0);
+  for (uint32_t i = lane; i < kk; i += 32) weights[i] = Div(terms[i], z);
+}
+
+struct SumParams {
+  const std::byte* values;
+  const uint32_t* slots;
+  const float* weights;
+  std::byte* out;
+  uint32_t pairs;     // per output
+  uint32_t dim;
+  uint32_t tiles;     // column tiles per output (blocks per output)
+  uint32_t prefetch;  // 1: a thread asks L2 for all of a chunk's values before summing them
+};
+
+// Grids below this many blocks a multiprocessor prefetch (a small batch: few warps, so the
+// loads a warp keeps in flight by unrolling do not cover the memory latency).
+constexpr size_t kPrefetchBelowBlocksPerSm = 4;
+constexpr int kUnroll = 8;  // pairs whose loads are issued before their fmas
+
+__device__ __forceinline__ void PrefetchToL2(const void* at) {
+#if defined(PK_CUDA_EMULATION)
+  (void)at;
+#else
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+#endif
+}
+
+template <class V>
+__device__ __forceinline__ float Widen(V x) {
+  if constexpr (sizeof(V) == 2) {
+    return Bf16ToFloat(x);
+  } else {
+    return x;
+  }
+}
+
+// kVec consecutive values of a row (V: float, or uint16_t bfloat16 patterns), by one 16-byte
+// load when kVec * sizeof(V) == 16 (the address is then 16-byte aligned).
+template <class V, int kVec>
+__device__ __forceinline__ void LoadValues(const V* at, float (&v)[kVec]) {
+  if constexpr (kVec * sizeof(V) == 16) {
+    const uint4 bits = __ldg(reinterpret_cast<const uint4*>(at));
+    const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+    if constexpr (sizeof(V) == 4) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] = BitsToFloat(words[e]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        v[2 * e] = BitsToFloat(words[e] << 16);
+        v[2 * e + 1] = BitsToFloat(words[e] & 0xffff0000u);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) v[e] = Widen(__ldg(at + e));
+  }
+}
+
+template <class O>
+__device__ __forceinline__ void StoreOutput(O* at, float acc) {
+  if constexpr (sizeof(O) == 2) {
+    *at = FloatToBf16(acc);
+  } else {
+    *at = acc;
+  }
+}
+
+// A block per (output, column tile): the output's pairs staged kPairChunk at a time; thread t of
+// tile g owns columns [(g * blockDim.x + t) * kVec, + kVec); per column acc = fma(w, v, acc)
+// over the pairs in order. kUnroll pairs' loads are issued before their fmas (more in flight);
+// small grids first ask L2 for the whole chunk.
+template <class V, class O, int kVec>
+__global__ void __launch_bounds__(kMaxSumThreads) WeightedSumKernel(
+    const __grid_constant__ SumParams p) {
+  uint32_t* chunk_slots = reinterpret_cast<uint32_t*>(LookupShared());
+  float* chunk_weights = reinterpret_cast<float*>(chunk_slots + kPairChunk);
+  const size_t output = blockIdx.x / p.tiles;
+  const uint32_t tile = blockIdx.x % p.tiles;
+  const uint32_t column = (tile * blockDim.x + threadIdx.x) * kVec;
+  const bool active = column < p.dim;  // kVec > 1 only where dim % kVec == 0
+  const V* values = reinterpret_cast<const V*>(p.values) + column;
+  const uint32_t* slots = p.slots + output * p.pairs;
+  const float* weights = p.weights + output * p.pairs;
+  float acc[kVec];
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
+  for (uint32_t first = 0; first < p.pairs; first += kPairChunk) {
+    const uint32_t count = p.pairs - first < kPairChunk ? p.pairs - first : kPairChunk;
+    __syncthreads();  // the previous chunk is read by every thread
+    for (uint32_t j = threadIdx.x; j < count; j += blockDim.x) {
+      chunk_slots[j] = slots[first + j];
+      chunk_weights[j] = weights[first + j];
+    }
+    __syncthreads();
+    if (!active) continue;
+    if (p.prefetch) {
+      for (uint32_t j = 0; j < count; ++j) PrefetchToL2(values + size_t{chunk_slots[j]} * p.dim);
+    }
+    uint32_t j = 0;
+    for (; j + kUnroll <= count; j += kUnroll) {
+      float v[kUnroll][kVec];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        LoadValues<V, kVec>(values + size_t{chunk_slots[j + u]} * p.dim, v[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const float w = chunk_weights[j + u];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc[e] = Fma(w, v[u][e], acc[e]);
+      }
+    }
+    for (; j < count; ++j) {
+      float v[kVec];
+      LoadValues<V, kVec>(values + size_t{chunk_slots[j]} * p.dim, v);
+      const float w = chunk_weights[j];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) acc[e] = Fma(w, v[e], acc[e]);
+    }
+  }
+  if (!active) return;
+  O* out = reinterpret_cast<O*>(p.out) + output * p.dim + column;
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) StoreOutput(out + e, acc[e]);
+}
+
+// Multiprocessors of the device current at the first launch (the hosts have one GPU model).
+int Multiprocessors() {
+  static const int count = [] {
+    int device = 0;
+#if !defined(PK_CUDA_EMULATION)
+    if (cudaGetDevice(&device) != cudaSuccess) return 132;
+#endif
+    cudaDeviceProp properties{};
+    if (cudaGetDeviceProperties(&properties, device) != cudaSuccess) return 132;
+    return properties.multiProcessorCount;
+  }();
+  return count;
+}
+
+template <class V, class O, int kVec>
+cudaError_t LaunchSum(SumParams params, size_t outputs, cudaStream_t stream) {
+  // Threads to cover a row; then halve the block while the grid would leave multiprocessors idle
+  // (small batches: more, narrower tiles per output).
+  const uint32_t needed = (params.dim + kVec - 1) / kVec;
+  uint32_t threads = kMaxSumThreads;
+  while (threads > kMinSumThreads && threads / 2 >= needed) threads /= 2;
+  auto blocks = [&](uint32_t t) { return outputs * ((needed + t - 1) / t); };
+  while (threads > kMinSumThreads && blocks(threads) < 2 * size_t(Multiprocessors())) threads /= 2;
+  params.tiles = (needed + threads - 1) / threads;
+  const size_t grid = outputs * params.tiles;
+  params.prefetch = grid < kPrefetchBelowBlocksPerSm * size_t(Multiprocessors()) ? 1 : 0;
+  if (grid > kGridLimit) return cudaErrorInvalidConfiguration;
+  void* arguments[] = {&params};
+  return cudaLaunchKernel(WeightedSumKernel<V, O, kVec>, dim3(static_cast<unsigned>(grid)),
+                          dim3(threads), arguments, kPairChunk * 8, stream);
+}
+
+template <class V, class O>
+cudaError_t LaunchSumFor(const SumParams& params, size_t outputs, cudaStream_t stream) {
+  constexpr int kWide = 16 / sizeof(V);
+  const bool aligned = reinterpret_cast<uintptr_t>(params.values) % 16 == 0 &&
+                       params.dim % kWide == 0;
+  if (aligned) return LaunchSum<V, O, kWide>(params, outputs, stream);
+  return LaunchSum<V, O, 1>(params, outputs, stream);
+}
+
+}  // namespace
+
+cudaError_t LaunchLookupWeights(const Problem& topk, const std::byte* scores, const uint32_t* slots,
+                                size_t rows, float* weights, uint8_t* row_valid,
+                                cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  WeightsParams params{MakeScoreShape(topk), scores, slots, weights, row_valid, rows,
+                       topk.row_bytes()};
+  const size_t blocks = (rows + kWeightWarps - 1) / kWeightWarps;
+  if (blocks > kGridLimit) return cudaErrorInvalidConfiguration;
+  void* arguments[] = {&params};
+  return cudaLaunchKernel(LookupWeightsKernel, dim3(static_cast<unsigned>(blocks)),
+                          dim3(32 * kWeightWarps), arguments, kWeightWarps * kMaxK * sizeof(float),
+                          stream);
+}
+
+cudaError_t LaunchWeightedSum(const LookupProblem& problem, const ValuesView& device_values,
+                              const uint32_t* slots, const float* weights, size_t outputs,
+                              std::byte* out, cudaStream_t stream) {
+  if (outputs == 0) return cudaSuccess;
+  SumParams params{device_values.data, slots, weights, out, problem.pairs_per_output(),
+                   problem.dim, 1, 0};
+  const bool bf16_values = problem.value_dtype == DType::kBFloat16;
+  const bool bf16_out = problem.output_dtype == DType::kBFloat16;
+  if (bf16_values) {
+    return bf16_out ? LaunchSumFor<uint16_t, uint16_t>(params, outputs, stream)
+                    : LaunchSumFor<uint16_t, float>(params, outputs, stream);
+  }
+  return bf16_out ? LaunchSumFor<float, uint16_t>(params, outputs, stream)
+                  : LaunchSumFor<float, float>(params, outputs, stream);
+}
+
+cudaError_t LaunchLookup(const LookupProblem& problem, const ValuesView& device_values,
+                         const std::byte* scores, const uint32_t* slots, size_t rows,
+                         float* weights, uint8_t* row_valid, std::byte* outputs,
+                         cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  const cudaError_t error =
+      LaunchLookupWeights(problem.topk, scores, slots, rows, weights, row_valid, stream);
+  if (error != cudaSuccess) return error;
+  return LaunchWeightedSum(problem, device_values, slots, weights, rows / problem.heads, outputs,
+                           stream);
+}
+
+}  // namespace pk::cuda
