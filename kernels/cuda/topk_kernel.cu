@@ -1,9 +1,10 @@
 // The CUDA top-k's kernels and their launcher (launch.h): the kernel templates, one instance per
 // element type and KernelVariant, and TopKLauncher, which reads the device's limits once and
 // enqueues the launches that launch_plan.cc plans. The device code is in device/*.cuh, one phase
-// a file, all of it in this one translation unit (whole-program compilation, no device linking);
-// how the kernel works and how fast it runs are in NOTES.md. The emulated build compiles this
-// file as C++ for the CPU (emulation/topk_kernel_emulated.cc).
+// a file, included only here, so that all of it is one translation unit (whole-program
+// compilation, no device linking; the headers' definitions sit in an anonymous namespace, as this
+// file's own do); how the kernel works and how fast it runs are in NOTES.md. The emulated build
+// compiles this file as C++ for the CPU (emulation/topk_kernel_emulated.cc).
 #include <cuda_runtime.h>
 
 #include <algorithm>
