@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "kernels/cuda/cuda_resources.h"
 #include "kernels/cuda/launch.h"
-#include "server/executor_factory.h"
 #include "spdlog/spdlog.h"
 
 namespace pkserve {
@@ -40,10 +40,13 @@ struct Layout {
   }
 };
 
+// The one conversion of the CUDA layer's errors (kernels/cuda/cuda_resources.h) to a status:
+// `code` with the device's ordinal before the message.
+absl::Status DeviceStatus(absl::StatusCode code, const pk::Error& error, int device) {
+  return absl::Status(code, absl::StrCat("cuda device ", device, ": ", error.message));
+}
 absl::Status CudaError(cudaError_t error, const char* what, int device) {
-  return absl::InternalError(absl::StrCat("cuda device ", device, ": ", what, ": ",
-                                          cudaGetErrorName(error), " (", cudaGetErrorString(error),
-                                          ")"));
+  return DeviceStatus(absl::StatusCode::kInternal, pk::cuda::CudaError(what, error), device);
 }
 
 // How long a lane thread with nothing to do spins before it sleeps.
@@ -101,32 +104,6 @@ bool IsStickyError(cudaError_t error) {
   }
 }
 
-// Owners of CUDA resources: each frees its resource when destroyed.
-struct PinnedBuffer {
-  std::byte* data = nullptr;
-  ~PinnedBuffer() {
-    if (data != nullptr) cudaFreeHost(data);
-  }
-};
-struct DeviceBuffer {
-  std::byte* data = nullptr;
-  ~DeviceBuffer() {
-    if (data != nullptr) cudaFree(data);
-  }
-};
-struct Stream {
-  cudaStream_t handle = nullptr;
-  ~Stream() {
-    if (handle != nullptr) cudaStreamDestroy(handle);
-  }
-};
-struct Event {
-  cudaEvent_t handle = nullptr;
-  ~Event() {
-    if (handle != nullptr) cudaEventDestroy(handle);
-  }
-};
-
 }  // namespace
 
 struct CudaExecutor::Device {
@@ -140,11 +117,11 @@ struct CudaExecutor::Device {
 struct CudaExecutor::Lane {
   int index = 0;
   Device* device = nullptr;
-  PinnedBuffer host;
-  DeviceBuffer on_device;
-  Stream stream;
-  Event start;
-  Event stop;
+  pk::cuda::PinnedBuffer host;
+  pk::cuda::DeviceBuffer on_device;
+  pk::cuda::Stream stream;
+  pk::cuda::Event start;
+  pk::cuda::Event stop;
 
   // The lane's mailbox: at most one batch, since a lane's batch holds the lane. `posted` mirrors
   // `batch != nullptr` for the lane thread's spin, without the mutex.
@@ -157,14 +134,36 @@ struct CudaExecutor::Lane {
   std::thread thread;
 };
 
+namespace {
+
+// Moves `made` into `*into`, or returns its error as INTERNAL for `device`.
+template <class T>
+absl::Status Take(pk::Result<T> made, int device, T* into) {
+  if (!made.ok()) return DeviceStatus(absl::StatusCode::kInternal, made.error(), device);
+  *into = std::move(made.value());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CudaExecutor::MakeLaneResources(size_t staging_bytes, int device, Lane& lane) {
+  absl::Status status = Take(pk::cuda::AllocatePinned(staging_bytes), device, &lane.host);
+  if (status.ok()) status = Take(pk::cuda::AllocateDevice(staging_bytes), device, &lane.on_device);
+  if (status.ok()) status = Take(pk::cuda::CreateStream(), device, &lane.stream);
+  if (status.ok()) status = Take(pk::cuda::CreateEvent(), device, &lane.start);
+  // The stop event blocks its waiter (WaitForEvent sleeps on it once spinning is over).
+  if (status.ok()) status = Take(pk::cuda::CreateEvent(cudaEventBlockingSync), device, &lane.stop);
+  return status;
+}
+
 // A batch in one lane's pinned staging; gives the lane back when destroyed.
 class CudaExecutor::CudaBatch final : public Batch {
  public:
   CudaBatch(CudaExecutor& executor, Lane& lane, const pk::Problem& problem, size_t rows,
             const Layout& layout)
-      : Batch(problem, rows, std::span(lane.host.data, layout.scores),
-              std::span(lane.host.data + layout.values_offset, rows * problem.out_value_bytes()),
-              std::span(reinterpret_cast<uint32_t*>(lane.host.data + layout.slots_offset),
+      : Batch(problem, rows, std::span(lane.host.data(), layout.scores),
+              std::span(lane.host.data() + layout.values_offset, rows * problem.out_value_bytes()),
+              std::span(reinterpret_cast<uint32_t*>(lane.host.data() + layout.slots_offset),
                         rows * problem.kk())),
         executor_(executor),
         lane_(lane) {}
@@ -183,8 +182,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const Options
   if (options.streams < 1) return absl::InvalidArgumentError("--streams must be at least 1");
   int count = 0;
   if (const cudaError_t error = cudaGetDeviceCount(&count); error != cudaSuccess) {
-    return absl::UnavailableError(absl::StrCat("no usable CUDA device: ", cudaGetErrorName(error),
-                                               " (", cudaGetErrorString(error), ")"));
+    return absl::UnavailableError(pk::cuda::CudaMessage("no usable CUDA device", error));
   }
   if (count == 0) return absl::UnavailableError("no CUDA device present");
   std::vector<int> ordinals = options.devices;
@@ -215,19 +213,10 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const Options
       auto lane = std::make_unique<Lane>();
       lane->index = static_cast<int>(executor->lanes_.size());
       lane->device = device.get();
-      cudaError_t error = cudaHostAlloc(reinterpret_cast<void**>(&lane->host.data),
-                                        options.staging_bytes, cudaHostAllocDefault);
-      if (error != cudaSuccess) return CudaError(error, "allocating pinned staging", ordinal);
-      error = cudaMalloc(reinterpret_cast<void**>(&lane->on_device.data), options.staging_bytes);
-      if (error != cudaSuccess) return CudaError(error, "allocating device staging", ordinal);
-      error = cudaStreamCreateWithFlags(&lane->stream.handle, cudaStreamNonBlocking);
-      if (error != cudaSuccess) return CudaError(error, "creating a stream", ordinal);
-      error = cudaEventCreate(&lane->start.handle);
-      // The stop event blocks its waiter (WaitForEvent sleeps on it once spinning is over).
-      if (error == cudaSuccess) {
-        error = cudaEventCreateWithFlags(&lane->stop.handle, cudaEventBlockingSync);
+      if (absl::Status made = MakeLaneResources(options.staging_bytes, ordinal, *lane);
+          !made.ok()) {
+        return made;
       }
-      if (error != cudaSuccess) return CudaError(error, "creating events", ordinal);
       executor->lanes_.push_back(std::move(lane));
     }
     executor->devices_.push_back(std::move(device));
@@ -378,35 +367,31 @@ BatchOutcome CudaExecutor::RunOnLane(Lane& lane, Batch& batch) {
   }
   const pk::Problem& problem = batch.problem();
   const Layout layout(problem, batch.rows());
-  const cudaStream_t stream = lane.stream.handle;
-  std::byte* on_device = lane.on_device.data;
-  const uint64_t sequence = ++batches_run_;
+  const cudaStream_t stream = lane.stream.get();
+  std::byte* on_device = lane.on_device.data();
 
-  cudaError_t error = cudaEventRecord(lane.start.handle, stream);
+  cudaError_t error = cudaEventRecord(lane.start.get(), stream);
   // The copy in, in chunks: while the device pulls one chunk out of the pinned staging, this
   // thread gathers the next one from the requests.
   for (size_t begin = 0; begin < layout.scores && error == cudaSuccess; begin += kCopyInChunk) {
     const size_t end = std::min(layout.scores, begin + kCopyInChunk);
     batch.GatherScores(begin, end);
-    error = cudaMemcpyAsync(on_device + begin, lane.host.data + begin, end - begin,
+    error = cudaMemcpyAsync(on_device + begin, lane.host.data() + begin, end - begin,
                             cudaMemcpyHostToDevice, stream);
   }
   if (error == cudaSuccess) {
-    if (options_.inject_failure_every > 0 && sequence % options_.inject_failure_every == 0) {
-      error = cudaErrorLaunchOutOfResources;  // simulated, and not sticky: the device stays
-    } else {
-      error = device.launcher->Launch(
-          problem, on_device, batch.rows(), on_device + layout.values_offset,
-          reinterpret_cast<uint32_t*>(on_device + layout.slots_offset), stream);
-    }
+    error = device.launcher->Launch(problem, on_device, batch.rows(),
+                                    on_device + layout.values_offset,
+                                    reinterpret_cast<uint32_t*>(on_device + layout.slots_offset),
+                                    stream);
   }
   if (error == cudaSuccess) {
-    error = cudaMemcpyAsync(lane.host.data + layout.values_offset, on_device + layout.values_offset,
+    error = cudaMemcpyAsync(lane.host.data() + layout.values_offset, on_device + layout.values_offset,
                             layout.end - layout.values_offset, cudaMemcpyDeviceToHost, stream);
   }
-  if (error == cudaSuccess) error = cudaEventRecord(lane.stop.handle, stream);
+  if (error == cudaSuccess) error = cudaEventRecord(lane.stop.get(), stream);
   if (error == cudaSuccess) {
-    error = WaitForEvent(lane.stop.handle, layout.scores < kLatencyBatchBytes
+    error = WaitForEvent(lane.stop.get(), layout.scores < kLatencyBatchBytes
                                                ? kSpinForBatch
                                                : std::chrono::microseconds::zero());
   } else {
@@ -427,19 +412,10 @@ BatchOutcome CudaExecutor::RunOnLane(Lane& lane, Batch& batch) {
     return {std::move(status), absl::Now() - begin};
   }
   float milliseconds = 0;
-  if (cudaEventElapsedTime(&milliseconds, lane.start.handle, lane.stop.handle) != cudaSuccess) {
+  if (cudaEventElapsedTime(&milliseconds, lane.start.get(), lane.stop.get()) != cudaSuccess) {
     return {absl::OkStatus(), absl::Now() - begin};
   }
   return {absl::OkStatus(), absl::Microseconds(static_cast<int64_t>(milliseconds * 1000.0f))};
-}
-
-absl::StatusOr<std::unique_ptr<Executor>> MakeCudaExecutor(const ServerConfig& config) {
-  CudaExecutor::Options options;
-  options.devices = config.devices;
-  options.streams = config.streams;
-  auto executor = CudaExecutor::Create(options);
-  if (!executor.ok()) return executor.status();
-  return std::unique_ptr<Executor>(std::move(executor).value());
 }
 
 }  // namespace pkserve

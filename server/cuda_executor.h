@@ -38,8 +38,6 @@ class CudaExecutor final : public Executor {
     // Per lane, for the scores, values and slots of one batch together, on the host (pinned)
     // and on the device alike.
     size_t staging_bytes = size_t{64} << 20;
-    // Tests only: every Nth batch fails as if the kernel launch had failed (0 = never).
-    int inject_failure_every = 0;
   };
 
   // Opens the devices, creates the streams and allocates every buffer. Errors name the device
@@ -65,6 +63,9 @@ class CudaExecutor final : public Executor {
   class CudaBatch;
 
   explicit CudaExecutor(const Options& options);
+  // A lane's pinned and device staging of `staging_bytes` each, its stream and its two events, on
+  // the current device (`device`); errors are INTERNAL and name the device and the CUDA error.
+  static absl::Status MakeLaneResources(size_t staging_bytes, int device, Lane& lane);
   void ReleaseLane(int index);
   // The lane's thread ("pk-cuda-lane"): runs each batch handed to the lane, then completes it.
   void LaneLoop(Lane& lane);
@@ -73,7 +74,6 @@ class CudaExecutor final : public Executor {
   const Options options_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<std::unique_ptr<Lane>> lanes_;
-  std::atomic<uint64_t> batches_run_{0};
 
   absl::Mutex mu_;
   std::vector<bool> lane_in_use_ ABSL_GUARDED_BY(mu_);

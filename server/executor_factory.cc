@@ -4,6 +4,9 @@
 
 #include "server/cpu_executor.h"
 #include "spdlog/spdlog.h"
+#if defined(PK_HAVE_CUDA)
+#include "server/cuda_executor.h"
+#endif
 
 namespace pkserve {
 namespace {
@@ -13,6 +16,17 @@ std::unique_ptr<Executor> MakeCpuExecutor(const ServerConfig& config) {
   options.threads = config.ResolvedThreads();
   return std::make_unique<CpuExecutor>(options);
 }
+
+#if defined(PK_HAVE_CUDA)
+absl::StatusOr<std::unique_ptr<Executor>> MakeCudaExecutor(const ServerConfig& config) {
+  CudaExecutor::Options options;
+  options.devices = config.devices;
+  options.streams = config.streams;
+  auto executor = CudaExecutor::Create(options);
+  if (!executor.ok()) return executor.status();
+  return std::unique_ptr<Executor>(std::move(executor).value());
+}
+#endif
 
 }  // namespace
 

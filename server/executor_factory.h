@@ -16,9 +16,4 @@ namespace pkserve {
 //       logged, and a CUDA failure at start falls back to cpu with a warning.
 absl::StatusOr<std::unique_ptr<Executor>> MakeExecutor(const ServerConfig& config);
 
-#if defined(PK_HAVE_CUDA)
-// Defined by the CUDA executor (server/cuda_executor.cc), compiled only with PK_HAVE_CUDA.
-absl::StatusOr<std::unique_ptr<Executor>> MakeCudaExecutor(const ServerConfig& config);
-#endif
-
 }  // namespace pkserve

@@ -2,41 +2,19 @@
 
 #include <cuda_runtime.h>
 
-#include <memory>
 #include <string>
 
+#include "kernels/cuda/cuda_resources.h"
 #include "kernels/cuda/launch.h"
 
 namespace pk::cuda {
-namespace {
-
-std::string Describe(const char* what, cudaError_t error) {
-  return std::string(what) + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) +
-         ")";
-}
-
-// Device memory owned for the duration of one TopKHost call.
-struct DeviceFree {
-  void operator()(void* pointer) const { cudaFree(pointer); }
-};
-using DeviceBuffer = std::unique_ptr<void, DeviceFree>;
-
-std::string Allocate(size_t bytes, DeviceBuffer* buffer) {
-  void* pointer = nullptr;
-  const cudaError_t error = cudaMalloc(&pointer, bytes == 0 ? 1 : bytes);
-  if (error != cudaSuccess) return Describe("cudaMalloc", error);
-  buffer->reset(pointer);
-  return "";
-}
-
-}  // namespace
 
 bool DeviceAvailable(std::string* why) {
   int count = 0;
   cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess || count == 0) {
     if (why != nullptr) {
-      *why = error != cudaSuccess ? Describe("no usable CUDA device", error)
+      *why = error != cudaSuccess ? CudaMessage("no usable CUDA device", error)
                                   : std::string("no CUDA device present");
     }
     return false;
@@ -49,32 +27,39 @@ bool DeviceAvailable(std::string* why) {
   return true;
 }
 
-std::string TopKHost(const Problem& problem, const std::byte* scores, size_t rows,
-                     std::byte* values, uint32_t* slots) {
+Status TopKHost(const Problem& problem, const std::byte* scores, size_t rows, std::byte* values,
+                uint32_t* slots) {
   auto launcher = TopKLauncher::Create(0);
-  if (!launcher.ok()) return launcher.error().message;
+  if (!launcher.ok()) return launcher.error();
   const size_t score_bytes = rows * problem.row_bytes();
   const size_t value_bytes = rows * problem.out_value_bytes();
   const size_t slot_bytes = rows * size_t{problem.kk()} * sizeof(uint32_t);
-  DeviceBuffer device_scores, device_values, device_slots;
-  for (auto [bytes, buffer] : {std::pair{score_bytes, &device_scores},
-                               std::pair{value_bytes, &device_values},
-                               std::pair{slot_bytes, &device_slots}}) {
-    if (std::string error = Allocate(bytes, buffer); !error.empty()) return error;
+  auto device_scores = AllocateDevice(score_bytes);
+  if (!device_scores.ok()) return device_scores.error();
+  auto device_values = AllocateDevice(value_bytes);
+  if (!device_values.ok()) return device_values.error();
+  auto device_slots = AllocateDevice(slot_bytes);
+  if (!device_slots.ok()) return device_slots.error();
+  std::byte* const on_device_values = device_values.value().data();
+  uint32_t* const on_device_slots = reinterpret_cast<uint32_t*>(device_slots.value().data());
+  Status step = Check(cudaMemcpy(device_scores.value().data(), scores, score_bytes,
+                                 cudaMemcpyHostToDevice),
+                      "copying scores to the device");
+  if (step.ok()) {
+    step = Check(launcher.value().Launch(problem, device_scores.value().data(), rows,
+                                         on_device_values, on_device_slots, nullptr),
+                 "launching the top-k kernel");
   }
-  cudaError_t error =
-      cudaMemcpy(device_scores.get(), scores, score_bytes, cudaMemcpyHostToDevice);
-  if (error != cudaSuccess) return Describe("copying scores to the device", error);
-  error = launcher.value().Launch(problem, device_scores.get(), rows, device_values.get(),
-                                  static_cast<uint32_t*>(device_slots.get()), nullptr);
-  if (error != cudaSuccess) return Describe("launching the top-k kernel", error);
-  error = cudaDeviceSynchronize();
-  if (error != cudaSuccess) return Describe("running the top-k kernel", error);
-  error = cudaMemcpy(values, device_values.get(), value_bytes, cudaMemcpyDeviceToHost);
-  if (error != cudaSuccess) return Describe("copying values from the device", error);
-  error = cudaMemcpy(slots, device_slots.get(), slot_bytes, cudaMemcpyDeviceToHost);
-  if (error != cudaSuccess) return Describe("copying slots from the device", error);
-  return "";
+  if (step.ok()) step = Check(cudaDeviceSynchronize(), "running the top-k kernel");
+  if (step.ok()) {
+    step = Check(cudaMemcpy(values, on_device_values, value_bytes, cudaMemcpyDeviceToHost),
+                 "copying values from the device");
+  }
+  if (step.ok()) {
+    step = Check(cudaMemcpy(slots, on_device_slots, slot_bytes, cudaMemcpyDeviceToHost),
+                 "copying slots from the device");
+  }
+  return step;
 }
 
 }  // namespace pk::cuda

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <variant>
 
 #include "kernels/problem.h"
 
@@ -16,8 +17,9 @@ bool DeviceAvailable(std::string* why);
 
 // Runs the top-k on device 0 for `rows` rows in host memory: copies in, launches, copies out.
 // Same layout as pk::cpu::TopKRows. Allocates device memory per call (a convenience for tools and
-// tests, not for serving). Returns "" on success, else what failed.
-std::string TopKHost(const Problem& problem, const std::byte* scores, size_t rows,
-                     std::byte* values, uint32_t* slots);
+// tests, not for serving). Returns success, or an Error (field "device") saying which step failed
+// and the CUDA error.
+Result<std::monostate> TopKHost(const Problem& problem, const std::byte* scores, size_t rows,
+                                std::byte* values, uint32_t* slots);
 
 }  // namespace pk::cuda

@@ -87,8 +87,9 @@ int main(int argc, char** argv) {
     std::string why;
     if (pk::cuda::DeviceAvailable(&why)) {
       backends.push_back({"cuda", [](const pk::golden::Case& c, std::byte* values, uint32_t* slots) {
-                            return pk::cuda::TopKHost(c.problem, c.scores.data(), c.rows, values,
-                                                      slots);
+                            const auto done = pk::cuda::TopKHost(c.problem, c.scores.data(),
+                                                                 c.rows, values, slots);
+                            return done.ok() ? std::string() : done.error().message;
                           }});
     } else if (backend_choice == "cuda") {
       std::fprintf(stderr, "pk-golden: cuda backend unusable: %s\n", why.c_str());

@@ -85,6 +85,11 @@ enum cudaMemcpyKind {
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 using cudaStream_t = struct CUstream_st*;
+using cudaEvent_t = struct CUevent_st*;
+inline constexpr unsigned cudaStreamNonBlocking = 1;
+inline constexpr unsigned cudaEventDefault = 0;
+inline constexpr unsigned cudaEventBlockingSync = 1;
+inline constexpr unsigned cudaHostAllocDefault = 0;
 
 struct cudaDeviceProp {
   char name[256];
@@ -294,6 +299,13 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes);
 cudaError_t cudaMallocHost(void** pointer, size_t bytes);
 cudaError_t cudaFree(void* pointer);
 cudaError_t cudaFreeHost(void* pointer);
+cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned flags);
+// Streams and events: the emulator runs every call to completion, so they are tokens that order
+// nothing (a distinct non-null handle each; destroying frees it).
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaMemcpy(void* to, const void* from, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void* to, const void* from, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream = nullptr);

@@ -372,6 +372,23 @@ cudaError_t cudaFree(void* pointer) {
   return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void* pointer) { return cudaFree(pointer); }
+cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned) { return cudaMalloc(pointer, bytes); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
+  *stream = reinterpret_cast<cudaStream_t>(new char);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  delete reinterpret_cast<char*>(stream);
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
+  *event = reinterpret_cast<cudaEvent_t>(new char);
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete reinterpret_cast<char*>(event);
+  return cudaSuccess;
+}
 cudaError_t cudaMemcpy(void* to, const void* from, size_t bytes, cudaMemcpyKind) {
   std::memcpy(to, from, bytes);
   return cudaSuccess;

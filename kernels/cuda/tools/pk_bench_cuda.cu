@@ -8,7 +8,7 @@
 // Then the latency table of 1024x1024 bf16 k=64: kernel time, and pinned copy-in + kernel +
 // copy-out time, for batches of 1 to 65 536 rows (a short spin kernel ahead of each timed region
 // keeps host enqueueing out of the GPU times). With --variants, each configuration is also timed
-// with each of the kernel's alternative paths (launch.h's KernelPaths) turned off in turn, to
+// with each of the kernel's alternative paths (testing/kernel_paths.h's KernelPaths) turned off in turn, to
 // choose the defaults by measurement (--part NAME: that part alone). --extra times other shapes
 // instead (two factors of width <= 256 at other k and widths, and shapes whose widths are all
 // <= 64; no reference, no latency table); --latency times the latency table alone. Prints a table
@@ -22,19 +22,15 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/cuda_resources.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/phase_timing.h"
+#include "kernels/cuda/testing/kernel_paths.h"
+#include "kernels/cuda/testing/launch_with_paths.h"
+#include "kernels/cuda/tools/exit_on_error.h"
 #include "kernels/numeric.h"
 
 namespace {
-
-#define CUDA_OK(call)                                                                        \
-  do {                                                                                       \
-    const cudaError_t error_ = (call);                                                       \
-    if (error_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "pk-bench-cuda: %s failed: %s\n", #call, cudaGetErrorString(error_)); \
-      std::exit(2);                                                                          \
-    }                                                                                        \
-  } while (0)
 
 __device__ uint64_t Mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -90,22 +86,18 @@ float Median(std::vector<float> v) {
 
 // Device buffers of random inputs, several, rotated so that a launch rarely finds its input in L2.
 struct Inputs {
-  std::vector<void*> buffers;
+  std::vector<pk::cuda::DeviceBuffer> buffers;
   size_t bytes = 0;
-  ~Inputs() {
-    for (void* b : buffers) cudaFree(b);
-  }
 };
 
 void MakeInputs(Inputs& inputs, int count, size_t bytes, int element_bytes, uint64_t seed) {
   inputs.bytes = bytes;
   for (int i = 0; i < count; ++i) {
-    void* buffer = nullptr;
-    CUDA_OK(cudaMalloc(&buffer, bytes));
-    FillNormal<<<1024, 256>>>(static_cast<uint8_t*>(buffer), bytes / element_bytes, element_bytes,
-                              seed * 1315423911ull + static_cast<uint64_t>(i));
+    pk::cuda::DeviceBuffer buffer = pk::cuda::ValueOrExit(pk::cuda::AllocateDevice(bytes));
+    FillNormal<<<1024, 256>>>(reinterpret_cast<uint8_t*>(buffer.data()), bytes / element_bytes,
+                              element_bytes, seed * 1315423911ull + static_cast<uint64_t>(i));
     CUDA_OK(cudaGetLastError());
-    inputs.buffers.push_back(buffer);
+    inputs.buffers.push_back(std::move(buffer));
   }
   CUDA_OK(cudaDeviceSynchronize());
 }
@@ -113,28 +105,21 @@ void MakeInputs(Inputs& inputs, int count, size_t bytes, int element_bytes, uint
 // Device-to-device copy bandwidth, bytes read + written per second.
 double CopyBandwidth(int repeats) {
   const size_t bytes = size_t{1} << 31;
-  void* a = nullptr;
-  void* b = nullptr;
-  CUDA_OK(cudaMalloc(&a, bytes));
-  CUDA_OK(cudaMalloc(&b, bytes));
-  CUDA_OK(cudaMemset(a, 1, bytes));
-  cudaEvent_t start, stop;
-  CUDA_OK(cudaEventCreate(&start));
-  CUDA_OK(cudaEventCreate(&stop));
+  const pk::cuda::DeviceBuffer a = pk::cuda::ValueOrExit(pk::cuda::AllocateDevice(bytes));
+  const pk::cuda::DeviceBuffer b = pk::cuda::ValueOrExit(pk::cuda::AllocateDevice(bytes));
+  CUDA_OK(cudaMemset(a.data(), 1, bytes));
+  const pk::cuda::Event start = pk::cuda::ValueOrExit(pk::cuda::CreateEvent());
+  const pk::cuda::Event stop = pk::cuda::ValueOrExit(pk::cuda::CreateEvent());
   std::vector<float> times;
   for (int r = 0; r < repeats + 3; ++r) {
-    CUDA_OK(cudaEventRecord(start));
-    CUDA_OK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
-    CUDA_OK(cudaEventRecord(stop));
-    CUDA_OK(cudaEventSynchronize(stop));
+    CUDA_OK(cudaEventRecord(start.get()));
+    CUDA_OK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice));
+    CUDA_OK(cudaEventRecord(stop.get()));
+    CUDA_OK(cudaEventSynchronize(stop.get()));
     float ms = 0;
-    CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+    CUDA_OK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
     if (r >= 3) times.push_back(ms);
   }
-  CUDA_OK(cudaEventDestroy(start));
-  CUDA_OK(cudaEventDestroy(stop));
-  CUDA_OK(cudaFree(a));
-  CUDA_OK(cudaFree(b));
   return 2.0 * bytes / (Median(times) * 1e-3);
 }
 
@@ -146,10 +131,10 @@ float TimeLaunches(const pk::cuda::TopKLauncher& launcher, const pk::Problem& pr
                    const pk::cuda::KernelPaths& paths, cudaEvent_t start, cudaEvent_t stop) {
   std::vector<float> times;
   for (int r = 0; r < repeats + 3; ++r) {
-    const void* input = inputs.buffers[r % inputs.buffers.size()];
+    const void* input = inputs.buffers[r % inputs.buffers.size()].data();
     CUDA_OK(cudaEventRecord(start));
-    CUDA_OK(launcher.Launch(problem, input, rows, values, static_cast<uint32_t*>(slots), nullptr,
-                            paths));
+    CUDA_OK(pk::cuda::LaunchWithPaths(launcher, problem, input, rows, values,
+                                      static_cast<uint32_t*>(slots), nullptr, paths));
     CUDA_OK(cudaEventRecord(stop));
     CUDA_OK(cudaEventSynchronize(stop));
     CUDA_OK(cudaGetLastError());
@@ -233,9 +218,10 @@ int main(int argc, char** argv) {
   const std::vector<Config>& configs = extra ? extra_configs : issue_configs;
   const size_t batch_bytes = quick ? (size_t{64} << 20) : (size_t{512} << 20);
   const int buffers = quick ? 2 : 3;
-  cudaEvent_t start, stop;
-  CUDA_OK(cudaEventCreate(&start));
-  CUDA_OK(cudaEventCreate(&stop));
+  const pk::cuda::Event start_event = pk::cuda::ValueOrExit(pk::cuda::CreateEvent());
+  const pk::cuda::Event stop_event = pk::cuda::ValueOrExit(pk::cuda::CreateEvent());
+  const cudaEvent_t start = start_event.get();
+  const cudaEvent_t stop = stop_event.get();
   std::printf("\n%-26s %12s %10s %10s %10s %8s\n", "config", "rows/launch", "Mrows/s", "reference",
               "input GB/s", "of copy");
   for (size_t index = 0; index < configs.size(); ++index) {
@@ -247,10 +233,12 @@ int main(int argc, char** argv) {
     const size_t rows = batch_bytes / problem.row_bytes();
     Inputs inputs;
     MakeInputs(inputs, buffers, rows * problem.row_bytes(), static_cast<int>(pk::ElementBytes(config.dtype)), 11);
-    void* values = nullptr;
-    void* slots = nullptr;
-    CUDA_OK(cudaMalloc(&values, rows * problem.out_value_bytes()));
-    CUDA_OK(cudaMalloc(&slots, rows * size_t{problem.kk()} * 4));
+    const pk::cuda::DeviceBuffer values_buffer =
+        pk::cuda::ValueOrExit(pk::cuda::AllocateDevice(rows * problem.out_value_bytes()));
+    const pk::cuda::DeviceBuffer slots_buffer =
+        pk::cuda::ValueOrExit(pk::cuda::AllocateDevice(rows * size_t{problem.kk()} * 4));
+    void* const values = values_buffer.data();
+    void* const slots = slots_buffer.data();
     const double seconds =
         TimeLaunches(launcher, problem, inputs, rows, values, slots, repeats, {}, start, stop) * 1e-3;
     const double rows_per_s = rows / seconds;
@@ -268,7 +256,7 @@ int main(int argc, char** argv) {
                                     "slot sort", "output", "block wait"};
       uint64_t cycles[8];
       CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
-      CUDA_OK(launcher.Launch(problem, inputs.buffers[0], rows, values,
+      CUDA_OK(launcher.Launch(problem, inputs.buffers[0].data(), rows, values,
                               static_cast<uint32_t*>(slots), nullptr));
       CUDA_OK(cudaDeviceSynchronize());
       CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
@@ -315,8 +303,6 @@ int main(int argc, char** argv) {
         }
       }
     }
-    CUDA_OK(cudaFree(values));
-    CUDA_OK(cudaFree(slots));
   }
 
   if (only >= 0 || extra) return 0;
@@ -328,21 +314,27 @@ int main(int argc, char** argv) {
   Inputs inputs;
   const size_t pool_rows = 4 * max_rows;  // 1 GiB: each launch reads rows no recent launch read
   MakeInputs(inputs, 1, pool_rows * problem.row_bytes(), 2, 23);
-  void* host_in = nullptr;
-  void* host_values = nullptr;
-  void* host_slots = nullptr;
-  CUDA_OK(cudaMallocHost(&host_in, max_rows * problem.row_bytes()));
-  CUDA_OK(cudaMallocHost(&host_values, max_rows * problem.out_value_bytes()));
-  CUDA_OK(cudaMallocHost(&host_slots, max_rows * size_t{problem.kk()} * 4));
-  CUDA_OK(cudaMemcpy(host_in, inputs.buffers[0], max_rows * problem.row_bytes(), cudaMemcpyDeviceToHost));
-  void* device_in = nullptr;
-  void* values = nullptr;
-  void* slots = nullptr;
-  CUDA_OK(cudaMalloc(&device_in, max_rows * problem.row_bytes()));
-  CUDA_OK(cudaMalloc(&values, max_rows * problem.out_value_bytes()));
-  CUDA_OK(cudaMalloc(&slots, max_rows * size_t{problem.kk()} * 4));
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  using pk::cuda::AllocateDevice;
+  using pk::cuda::AllocatePinned;
+  using pk::cuda::ValueOrExit;
+  const size_t in_bytes = max_rows * problem.row_bytes();
+  const size_t value_bytes = max_rows * problem.out_value_bytes();
+  const size_t slot_bytes = max_rows * size_t{problem.kk()} * 4;
+  const pk::cuda::PinnedBuffer host_in_buffer = ValueOrExit(AllocatePinned(in_bytes));
+  const pk::cuda::PinnedBuffer host_values_buffer = ValueOrExit(AllocatePinned(value_bytes));
+  const pk::cuda::PinnedBuffer host_slots_buffer = ValueOrExit(AllocatePinned(slot_bytes));
+  const pk::cuda::DeviceBuffer device_in_buffer = ValueOrExit(AllocateDevice(in_bytes));
+  const pk::cuda::DeviceBuffer values_buffer = ValueOrExit(AllocateDevice(value_bytes));
+  const pk::cuda::DeviceBuffer slots_buffer = ValueOrExit(AllocateDevice(slot_bytes));
+  const pk::cuda::Stream stream_owner = ValueOrExit(pk::cuda::CreateStream());
+  void* const host_in = host_in_buffer.data();
+  void* const host_values = host_values_buffer.data();
+  void* const host_slots = host_slots_buffer.data();
+  void* const device_in = device_in_buffer.data();
+  void* const values = values_buffer.data();
+  void* const slots = slots_buffer.data();
+  const cudaStream_t stream = stream_owner.get();
+  CUDA_OK(cudaMemcpy(host_in, inputs.buffers[0].data(), in_bytes, cudaMemcpyDeviceToHost));
   std::printf("\nlatency, %s\n%10s %14s %22s %12s\n", "1024x1024 k=64 bf16", "rows", "kernel us",
               "copy+kernel+copy us", "Mrows/s");
   const int latency_repeats = std::max(repeats, 31);
@@ -351,7 +343,7 @@ int main(int argc, char** argv) {
     size_t cursor = 0;
     for (int r = 0; r < latency_repeats + 5; ++r) {
       cursor = (cursor + rows) % (pool_rows - rows + 1);
-      const uint8_t* input = static_cast<const uint8_t*>(inputs.buffers[0]) + cursor * problem.row_bytes();
+      const std::byte* input = inputs.buffers[0].data() + cursor * problem.row_bytes();
       Spin<<<1, 1, 0, stream>>>(100000);
       CUDA_OK(cudaEventRecord(start, stream));
       CUDA_OK(launcher.Launch(problem, input, rows, values, static_cast<uint32_t*>(slots), stream));
@@ -376,7 +368,7 @@ int main(int argc, char** argv) {
     {
       uint64_t cycles[8];
       CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
-      CUDA_OK(launcher.Launch(problem, inputs.buffers[0], rows, values, static_cast<uint32_t*>(slots), stream));
+      CUDA_OK(launcher.Launch(problem, inputs.buffers[0].data(), rows, values, static_cast<uint32_t*>(slots), stream));
       CUDA_OK(cudaStreamSynchronize(stream));
       CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
       std::printf("   %zu rows, warp cycles a row: factors %.0f stages %.0f %.0f %.0f running %.0f slot sort %.0f output %.0f wait %.0f\n",
@@ -408,12 +400,5 @@ int main(int argc, char** argv) {
     std::printf("%10s %14.1f   (an empty kernel, same events)\n", "floor", Median(empty_ms) * 1e3);
     std::printf("{\"bench\":\"latency_floor\",\"kernel_us\":%.2f}\n", Median(empty_ms) * 1e3);
   }
-  CUDA_OK(cudaStreamDestroy(stream));
-  CUDA_OK(cudaFreeHost(host_in));
-  CUDA_OK(cudaFreeHost(host_values));
-  CUDA_OK(cudaFreeHost(host_slots));
-  CUDA_OK(cudaFree(device_in));
-  CUDA_OK(cudaFree(values));
-  CUDA_OK(cudaFree(slots));
   return 0;
 }

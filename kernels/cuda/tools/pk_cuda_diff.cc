@@ -12,7 +12,7 @@
 // golden cases of FILE are checked first (as pk-golden --backend cuda does). --bench-rows R runs
 // each shape of the kernel benchmark too, R rows of each of three distributions. With
 // --vary-paths 1 (the default) half the launches force a random choice of the kernel's
-// alternative paths (launch.h's KernelPaths), so that every path is checked, not only the one a
+// alternative paths (testing/kernel_paths.h's KernelPaths), so that every path is checked, not only the one a
 // shape picks by default. --shape draws every random problem of that one shape (e.g.
 // 14x5/10/f32), to chase a difference found in a longer run; --max-width W draws every width from
 // 1..W and --max-k K every k from 1..K (small W and K: only the kernel's smallest, tightest
@@ -36,7 +36,11 @@
 
 #include "kernels/cpu/parallel_topk.h"
 #include "kernels/golden/golden.h"
+#include "kernels/cuda/cuda_resources.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/testing/kernel_paths.h"
+#include "kernels/cuda/testing/launch_with_paths.h"
+#include "kernels/cuda/tools/exit_on_error.h"
 #include "kernels/cuda/topk_cuda.h"
 #include "kernels/numeric.h"
 #include "kernels/problem.h"
@@ -174,15 +178,6 @@ std::string ShapeText(const pk::Problem& problem) {
   return text + " k=" + std::to_string(problem.k) + " " + pk::DTypeName(problem.dtype);
 }
 
-#define CUDA_OK(call)                                                                       \
-  do {                                                                                      \
-    const cudaError_t error_ = (call);                                                      \
-    if (error_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "pk-cuda-diff: %s failed: %s\n", #call, cudaGetErrorString(error_)); \
-      std::exit(2);                                                                         \
-    }                                                                                       \
-  } while (0)
-
 // Half the time the default paths, else each part forced on, off or left to the shape at random.
 pk::cuda::KernelPaths DrawPaths(bool vary, Random& random) {
   pk::cuda::KernelPaths paths;
@@ -263,22 +258,24 @@ void RunProblem(const pk::cuda::TopKLauncher& launcher, pk::cpu::ParallelTopK& c
   std::vector<uint32_t> cpu_slots(rows * kk);
   cpu.Run(problem, scores, rows, cpu_values.data(), cpu_slots.data());
 
-  void* device_host = nullptr;
-  void* device_values = nullptr;
-  void* device_slots = nullptr;
-  CUDA_OK(cudaMalloc(&device_host, host.size()));
-  CUDA_OK(cudaMalloc(&device_values, rows * kk * eb));
-  CUDA_OK(cudaMalloc(&device_slots, rows * kk * 4));
-  CUDA_OK(cudaMemcpy(device_host, host.data(), host.size(), cudaMemcpyHostToDevice));
-  const std::byte* device_scores =
-      static_cast<const std::byte*>(device_host) + (shift + lead_rows * width) * eb;
+  const pk::cuda::DeviceBuffer device_host =
+      pk::cuda::ValueOrExit(pk::cuda::AllocateDevice(host.size()));
+  const pk::cuda::DeviceBuffer device_values_buffer =
+      pk::cuda::ValueOrExit(pk::cuda::AllocateDevice(rows * kk * eb));
+  const pk::cuda::DeviceBuffer device_slots_buffer =
+      pk::cuda::ValueOrExit(pk::cuda::AllocateDevice(rows * kk * 4));
+  std::byte* const device_values = device_values_buffer.data();
+  std::byte* const device_slots = device_slots_buffer.data();
+  CUDA_OK(cudaMemcpy(device_host.data(), host.data(), host.size(), cudaMemcpyHostToDevice));
+  const std::byte* device_scores = device_host.data() + (shift + lead_rows * width) * eb;
   std::vector<std::byte> gpu_values(rows * kk * eb);
   std::vector<uint32_t> gpu_slots(rows * kk);
 
   CUDA_OK(cudaMemset(device_values, 0xa5, rows * kk * eb));
   CUDA_OK(cudaMemset(device_slots, 0xa5, rows * kk * 4));
-  CUDA_OK(launcher.Launch(problem, device_scores, rows, device_values,
-                          static_cast<uint32_t*>(device_slots), nullptr, DrawPaths(vary_paths, random)));
+  CUDA_OK(pk::cuda::LaunchWithPaths(launcher, problem, device_scores, rows, device_values,
+                                    reinterpret_cast<uint32_t*>(device_slots), nullptr,
+                                    DrawPaths(vary_paths, random)));
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaMemcpy(gpu_values.data(), device_values, rows * kk * eb, cudaMemcpyDeviceToHost));
@@ -291,9 +288,9 @@ void RunProblem(const pk::cuda::TopKLauncher& launcher, pk::cpu::ParallelTopK& c
     const size_t r = random.Below(static_cast<uint32_t>(rows));
     CUDA_OK(cudaMemset(device_values, 0xa5, kk * eb));
     CUDA_OK(cudaMemset(device_slots, 0xa5, kk * 4));
-    CUDA_OK(launcher.Launch(problem, device_scores + r * width * eb, 1, device_values,
-                            static_cast<uint32_t*>(device_slots), nullptr,
-                            DrawPaths(vary_paths, random)));
+    CUDA_OK(pk::cuda::LaunchWithPaths(launcher, problem, device_scores + r * width * eb, 1,
+                                      device_values, reinterpret_cast<uint32_t*>(device_slots), nullptr,
+                                      DrawPaths(vary_paths, random)));
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(gpu_values.data(), device_values, kk * eb, cudaMemcpyDeviceToHost));
@@ -303,9 +300,6 @@ void RunProblem(const pk::cuda::TopKLauncher& launcher, pk::cpu::ParallelTopK& c
                 cpu_values.data() + r * kk * eb, cpu_slots.data() + r * kk, totals);
     ++totals.single_rows;
   }
-  CUDA_OK(cudaFree(device_host));
-  CUDA_OK(cudaFree(device_values));
-  CUDA_OK(cudaFree(device_slots));
   ++totals.problems;
 }
 
@@ -437,8 +431,9 @@ int main(int argc, char** argv) {
       const size_t outputs = size_t{c.rows} * c.problem.kk();
       std::vector<std::byte> values(outputs * pk::ElementBytes(c.problem.dtype), std::byte{0xa5});
       std::vector<uint32_t> slots(outputs, 0xdeadbeefu);
-      std::string error =
+      const auto done =
           pk::cuda::TopKHost(c.problem, c.scores.data(), c.rows, values.data(), slots.data());
+      std::string error = done.ok() ? std::string() : done.error().message;
       if (error.empty()) {
         if (auto difference = pk::golden::Compare(c, values, slots)) error = *difference;
       }

@@ -1,0 +1,192 @@
+// The CUDA top-k's launch plan (kernels/cuda/launch_plan.h) on the CPU: which kernel instance a
+// shape and a row count get on an H200-like device, the block shape and grid of each, what the
+// tuning switches force, and the refusal of a plan whose shared memory does not fit.
+#include "kernels/cuda/launch_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/problem.h"
+
+namespace pk::cuda {
+namespace {
+
+using Choice = KernelPaths::Choice;
+
+// An H200's limits (cudaDeviceProp), with register counts of the order ptxas gives each instance.
+DeviceLimits H200() {
+  DeviceLimits limits;
+  limits.multiprocessors = 132;
+  limits.shared_per_multiprocessor = 233472;
+  limits.shared_per_block = 232448;
+  limits.registers_per_multiprocessor = 65536;
+  const int bf16[kKernelVariants] = {128, 80, 168, 128, 96, 128};
+  const int f32[kKernelVariants] = {168, 128, 168, 168, 64, 168};
+  for (int v = 0; v < kKernelVariants; ++v) {
+    limits.kernel_registers[static_cast<int>(DType::kBFloat16)][v] = bf16[v];
+    limits.kernel_registers[static_cast<int>(DType::kFloat32)][v] = f32[v];
+  }
+  return limits;
+}
+
+Problem Shape(std::vector<uint32_t> widths, uint32_t k, DType dtype) {
+  auto problem = ValidateProblem(widths, k, dtype);
+  EXPECT_TRUE(problem.ok()) << problem.error().message;
+  return problem.value();
+}
+
+LaunchPlan Plan(const Problem& problem, size_t rows, const KernelPaths& paths = {}) {
+  auto plan = PlanLaunch(problem, rows, H200(), paths);
+  EXPECT_TRUE(plan.ok()) << plan.error().message;
+  return plan.ok() ? plan.value() : LaunchPlan{};
+}
+
+constexpr size_t kManyRows = 1 << 20;
+
+TEST(LaunchPlan, UpToTwoRowsAMultiprocessorTakeTheLatencyKernelWithABlockPerRow) {
+  const Problem problem = Shape({1024, 1024}, 64, DType::kBFloat16);
+  for (const size_t rows : {size_t{1}, size_t{64}, size_t{264}}) {
+    const LaunchPlan plan = Plan(problem, rows);
+    EXPECT_EQ(plan.variant, kLatencyKernel) << rows << " rows";
+    EXPECT_EQ(plan.blocks, rows);
+    EXPECT_EQ(plan.params.warps_per_row, 2);
+    EXPECT_EQ(plan.threads, 3u * 32) << "a warp per factor and a spare warp for the pair table";
+    EXPECT_EQ(plan.params.table_warp, 2);
+    EXPECT_EQ(plan.params.rows, rows);
+  }
+  EXPECT_NE(Plan(problem, 265).variant, kLatencyKernel);
+}
+
+TEST(LaunchPlan, FourFactorsLeaveNoSpareWarpAndWarpZeroBuildsTheTable) {
+  const LaunchPlan plan = Plan(Shape({16, 16, 16, 16}, 32, DType::kFloat32), 8);
+  EXPECT_EQ(plan.variant, kLatencyKernel);
+  EXPECT_EQ(plan.threads, 4u * 32);
+  EXPECT_EQ(plan.params.warps_per_row, 4);
+  EXPECT_EQ(plan.params.table_warp, 0);
+}
+
+TEST(LaunchPlan, TheLatencyKernelKeepsTheStageCornersAfterThePairTable) {
+  const Problem problem = Shape({1024, 1024}, 64, DType::kBFloat16);
+  const LaunchPlan latency = Plan(problem, 1);
+  const KernelParams shape = MakeParams(problem, {});
+  EXPECT_EQ(latency.params.corner_offset, shape.table_bytes);
+  EXPECT_GT(latency.params.table_bytes, shape.table_bytes);
+  EXPECT_EQ(Plan(problem, kManyRows).params.table_bytes, shape.table_bytes);
+}
+
+TEST(LaunchPlan, TwoNarrowBfloat16FactorsTakeThePairedKernel) {
+  const LaunchPlan thresholds = Plan(Shape({256, 256}, 32, DType::kBFloat16), kManyRows);
+  EXPECT_EQ(thresholds.variant, kPairedKernel);
+  EXPECT_EQ(thresholds.params.paired_factors, 1);
+  EXPECT_EQ(thresholds.params.paired_sort, 0);
+  EXPECT_EQ(thresholds.params.prefetch_bytes, 0u);
+  // k >= 64 and a factor wider than 128: one sort of all elements, with the next row prefetched.
+  const LaunchPlan sort = Plan(Shape({256, 200}, 64, DType::kBFloat16), kManyRows);
+  EXPECT_EQ(sort.variant, kPairedKernel);
+  EXPECT_EQ(sort.params.paired_sort, 1);
+  EXPECT_EQ(sort.params.prefetch_bytes, 1024u);
+  // Not for k > 128, three factors, float32 or a factor wider than 256.
+  EXPECT_NE(Plan(Shape({256, 256}, 256, DType::kBFloat16), kManyRows).variant, kPairedKernel);
+  EXPECT_NE(Plan(Shape({256, 256, 4}, 32, DType::kBFloat16), kManyRows).variant, kPairedKernel);
+  EXPECT_NE(Plan(Shape({256, 256}, 32, DType::kFloat32), kManyRows).variant, kPairedKernel);
+  EXPECT_NE(Plan(Shape({257, 256}, 32, DType::kBFloat16), kManyRows).variant, kPairedKernel);
+}
+
+TEST(LaunchPlan, WidthsUpTo64TakeTheSmallFactorKernelWhereSharedMemoryLetsItsBlocksIn) {
+  const LaunchPlan bf16 = Plan(Shape({32, 32, 32, 32}, 64, DType::kBFloat16), kManyRows);
+  EXPECT_EQ(bf16.variant, kSmallKernel);
+  EXPECT_GT(bf16.params.small_segment, 0);
+  EXPECT_EQ(Plan(Shape({16, 16, 16, 16}, 32, DType::kFloat32), kManyRows).variant, kSmallKernel);
+  // 64^3 k=64: room for four blocks only, fewer than the small-factor kernel is built for.
+  const LaunchPlan crowded = Plan(Shape({64, 64, 64}, 64, DType::kBFloat16), kManyRows);
+  EXPECT_GT(crowded.params.small_segment, 0) << "still one register sort for the factors";
+  EXPECT_EQ(crowded.variant, kDefaultKernel);
+}
+
+TEST(LaunchPlan, WideBfloat16FactorsWithKAbove32TakeTheStreamedKernel) {
+  const LaunchPlan plan = Plan(Shape({1024, 1024}, 64, DType::kBFloat16), kManyRows);
+  EXPECT_EQ(plan.variant, kStreamKernel);
+  EXPECT_EQ(plan.params.prefetch_bytes, uint32_t{Bf16Layout::kStagingBytes});
+  EXPECT_EQ(plan.params.narrow_maxima, 1);
+  EXPECT_EQ(plan.params.warps_per_row, 1);
+  EXPECT_EQ(plan.threads, 32u * kWarpsPerBlock);
+  EXPECT_EQ(plan.shared_bytes,
+            plan.params.table_bytes +
+                size_t{kWarpsPerBlock} * (plan.params.warp_bytes + plan.params.prefetch_bytes));
+}
+
+TEST(LaunchPlan, ShortListsTakeTheHighOccupancyKernelAndTheRestTheDefault) {
+  EXPECT_EQ(Plan(Shape({1024, 1024}, 32, DType::kBFloat16), kManyRows).variant,
+            kHighOccupancyKernel);
+  EXPECT_EQ(Plan(Shape({1024, 1024}, 32, DType::kFloat32), kManyRows).variant,
+            kHighOccupancyKernel);
+  const LaunchPlan f32 = Plan(Shape({1024, 1024}, 64, DType::kFloat32), kManyRows);
+  EXPECT_EQ(f32.variant, kDefaultKernel) << "float32 has no streamed instance";
+  EXPECT_EQ(f32.params.prefetch_bytes, 0u);
+  EXPECT_EQ(f32.params.narrow_maxima, 0);
+}
+
+TEST(LaunchPlan, TheGridHoldsWhatFitsOnTheDeviceAtOnce) {
+  const Problem problem = Shape({1024, 1024}, 64, DType::kFloat32);
+  // 168 registers * 128 threads: 3 blocks by registers; shared memory and threads allow more.
+  const LaunchPlan many = Plan(problem, kManyRows);
+  EXPECT_EQ(many.blocks, 3u * 132);
+  // Fewer rows than that: a block for every four rows.
+  EXPECT_EQ(Plan(problem, 301).blocks, 76u);
+}
+
+TEST(LaunchPlan, TheSwitchesForceTheirPath) {
+  const Problem problem = Shape({1024, 1024}, 64, DType::kBFloat16);
+  KernelPaths no_block_per_row;
+  no_block_per_row.block_per_row = Choice::kOff;
+  EXPECT_EQ(Plan(problem, 1, no_block_per_row).variant, kStreamKernel);
+
+  KernelPaths no_latency;
+  no_latency.latency_kernel = Choice::kOff;
+  const LaunchPlan block_per_row = Plan(problem, 1, no_latency);
+  EXPECT_EQ(block_per_row.params.warps_per_row, 2);
+  EXPECT_EQ(block_per_row.threads, 2u * 32) << "no spare warp outside the latency kernel";
+  EXPECT_NE(block_per_row.variant, kLatencyKernel);
+
+  KernelPaths no_stream;
+  no_stream.stream_kernel = Choice::kOff;
+  EXPECT_EQ(Plan(problem, kManyRows, no_stream).variant, kDefaultKernel);
+
+  KernelPaths no_prefetch;
+  no_prefetch.prefetch_rows = Choice::kOff;
+  const LaunchPlan unfetched = Plan(problem, kManyRows, no_prefetch);
+  EXPECT_EQ(unfetched.variant, kStreamKernel);
+  EXPECT_EQ(unfetched.params.prefetch_bytes, 0u);
+
+  KernelPaths small_off;
+  small_off.small_factors = Choice::kOff;
+  EXPECT_EQ(Plan(Shape({32, 32, 32, 32}, 64, DType::kBFloat16), kManyRows, small_off)
+                .params.small_segment,
+            0);
+}
+
+TEST(LaunchPlan, APlanWhoseSharedMemoryExceedsTheBlockLimitIsRefused) {
+  DeviceLimits small = H200();
+  small.shared_per_block = 4096;
+  const auto plan = PlanLaunch(Shape({1024, 1024}, 64, DType::kBFloat16), kManyRows, small);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.error().field, "shape");
+  EXPECT_NE(plan.error().message.find("allows 4096"), std::string::npos) << plan.error().message;
+}
+
+TEST(LaunchPlan, IsAPureFunctionOfItsInputs) {
+  const Problem problem = Shape({300, 200, 100}, 100, DType::kFloat32);
+  const LaunchPlan a = Plan(problem, 5000);
+  const LaunchPlan b = Plan(problem, 5000);
+  EXPECT_EQ(std::memcmp(&a.params, &b.params, sizeof(KernelParams)), 0);
+  EXPECT_EQ(a.variant, b.variant);
+  EXPECT_EQ(a.blocks, b.blocks);
+  EXPECT_EQ(a.shared_bytes, b.shared_bytes);
+  EXPECT_EQ(a.params.scores, nullptr) << "the launcher sets the pointers";
+}
+
+}  // namespace
+}  // namespace pk::cuda
