@@ -18,7 +18,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   )
   target_include_directories(pk-golden-lookup-emu BEFORE PRIVATE
                              ${CMAKE_CURRENT_SOURCE_DIR}/emulation)
-  target_link_libraries(pk-golden-lookup-emu PRIVATE pk_kernels)
+  target_link_libraries(pk-golden-lookup-emu PRIVATE pk_kernels pk_cuda_launch_plan)
   target_compile_definitions(pk-golden-lookup-emu PRIVATE PK_HAVE_CUDA=1)
   target_compile_options(pk-golden-lookup-emu PRIVATE -Wno-unknown-pragmas -Wno-array-bounds
                          -Wno-maybe-uninitialized -fno-strict-aliasing)
@@ -38,7 +38,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
     tools/pk_lookup_diff.cc
   )
   target_include_directories(pk-lookup-emu-diff BEFORE PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/emulation)
-  target_link_libraries(pk-lookup-emu-diff PRIVATE pk_kernels)
+  target_link_libraries(pk-lookup-emu-diff PRIVATE pk_kernels pk_cuda_launch_plan)
   target_compile_options(pk-lookup-emu-diff PRIVATE -Wno-unknown-pragmas -Wno-array-bounds
                          -Wno-maybe-uninitialized -fno-strict-aliasing)
 endif()

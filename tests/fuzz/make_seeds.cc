@@ -1,6 +1,6 @@
 // Writes the seed corpus of topk_request_fuzzer (tests/fuzz/corpus/): valid requests of several
 // shapes (2 to 4 factors, both dtypes, k at its limits, one and several rows, edge values) and a
-// few malformed ones. Deterministic; the files are committed, this is how to make them again:
+// few malformed ones, lookups of the fuzzer's two memories, and memory files. Deterministic; the files are committed, this is how to make them again:
 //   build-fuzz/pk_request_fuzzer_seeds tests/fuzz/corpus
 #include <cmath>
 #include <cstdint>
@@ -93,6 +93,48 @@ int main(int argc, char** argv) {
   no_dtype.set_dtype(pkserve::v1::DTYPE_UNSPECIFIED);
   add("bad_no_dtype", no_dtype);
   seeds.emplace_back("bad_truncated_proto", seeds[0].second.substr(0, 9));
+  // Lookups of the fuzzer's memories ("m": 16x16 bfloat16 dim 8; "f": 4x4x4 float32 dim 5).
+  const auto lookup = [&](const std::string& name, const std::string& memory,
+                          const std::vector<uint32_t>& widths, uint32_t k, uint32_t rows,
+                          uint32_t heads, pkserve::v1::DType dtype, int pattern) {
+    const TopKRequest scores = Make(widths, k, dtype, rows, engine, pattern);
+    pkserve::v1::LookupRequest request;
+    request.set_memory(memory);
+    request.set_k(k);
+    request.set_dtype(dtype);
+    request.set_rows(rows);
+    request.set_heads(heads);
+    request.set_scores(scores.scores());
+    request.set_return_slots(pattern % 2 == 1);
+    std::string bytes;
+    request.SerializeToString(&bytes);
+    seeds.emplace_back(name, bytes);
+  };
+  lookup("lookup_valid_m", "m", {16, 16}, 8, 4, 2, bf16, 0);
+  lookup("lookup_valid_f_specials", "f", {4, 4, 4}, 16, 3, 3, f32, 2);
+  lookup("lookup_valid_ties", "m", {16, 16}, 256, 1, 1, f32, 1);
+  lookup("lookup_bad_memory", "absent", {16, 16}, 8, 2, 1, bf16, 0);
+  lookup("lookup_bad_heads", "m", {16, 16}, 8, 3, 2, bf16, 0);
+  // Memory files: a safetensors file and a .npy.
+  const auto safetensors = [](const std::string& json, size_t data_bytes) {
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+    return out + json + std::string(data_bytes, '\x3f');
+  };
+  seeds.emplace_back("memory_safetensors",
+                     safetensors(R"({"__metadata__":{"factor_widths":"4,4"},"values":)"
+                                 R"({"data_offsets":[0,64],"dtype":"BF16","shape":[16,2]}})",
+                                 64));
+  seeds.emplace_back("memory_safetensors_single_f32",
+                     safetensors(R"({"t":{"data_offsets":[0,96],"dtype":"F32","shape":[8,3]},)"
+                                 R"("__metadata__":{"factor_widths":"2x2x2"}})",
+                                 96));
+  std::string npy = "\x93NUMPY\x01";
+  npy += '\0';
+  const std::string dict = "{'descr': '<u2', 'fortran_order': False, 'shape': (16, 2), }\n";
+  npy += static_cast<char>(dict.size());
+  npy += '\0';
+  seeds.emplace_back("memory_npy", npy + dict + std::string(64, '\x01'));
   for (const auto& [name, bytes] : seeds) {
     std::ofstream file(dir + "/" + name, std::ios::binary);
     file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
