@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/cli_common.h"
 #include "client/resume_log.h"
@@ -197,15 +198,14 @@ int RunBatchJob(const ParsedOptions& options, const BatchJob& job) {
   {
     StopSignals signals;
     g_stop.store(false);
-    std::atomic<bool> finished{false};
+    absl::Notification finished;
     std::thread runner([&] {
       outcome = RunBatch(*command, clients, std::move(chunks), batch_options, log->get(), g_stop,
                          counters);
-      finished.store(true);
+      finished.Notify();
     });
     const uint64_t todo = job.rows - rows_before;
-    while (!finished.load()) {
-      absl::SleepFor(absl::Milliseconds(100));
+    while (!finished.WaitForNotificationWithTimeout(absl::Milliseconds(250))) {
       if (!show_progress) continue;
       const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
       const uint64_t done = counters.rows_done.load();
