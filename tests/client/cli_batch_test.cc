@@ -2,13 +2,15 @@
 // server's message and row limits, outputs equal to the client library's answers row for row, a
 // server killed mid-run, --resume, Ctrl-C, and the progress line only on a terminal. Lookup runs
 // need a server with hosted memories; they skip, saying why, when the server answers Lookup
-// UNIMPLEMENTED.
+// UNIMPLEMENTED. The environment variable PKSERVE_UNDER_TEST names another pkserve binary to run
+// them against (default: this build's).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -27,6 +29,11 @@ namespace pkserve {
 namespace {
 
 using client::NpyArray;
+
+const char* Pkserve() {
+  const char* binary = std::getenv("PKSERVE_UNDER_TEST");
+  return binary != nullptr && *binary != '\0' ? binary : PKSERVE_BINARY;
+}
 
 // The limits the servers of these tests run with: an input of 1200 rows of 512 float32 scores
 // (2.4 MB) is past --max_message_bytes and 18 times --max_rows_per_request.
@@ -172,7 +179,7 @@ class CliBatchTest : public ::testing::Test {
 };
 
 TEST_F(CliBatchTest, AFilePastTheServersLimitsGivesTheLibrarysAnswersRowForRow) {
-  testing::ChildServer server(PKSERVE_BINARY, kSmallLimits);
+  testing::ChildServer server(Pkserve(), kSmallLimits);
   ASSERT_NE(server.port(), 0);
   ASSERT_GT(scores_.size(), 262144u);
   ASSERT_GT(kRows, 4 * 64u);
@@ -187,7 +194,7 @@ TEST_F(CliBatchTest, AFilePastTheServersLimitsGivesTheLibrarysAnswersRowForRow) 
 }
 
 TEST_F(CliBatchTest, ANonTerminalRunPrintsNoProgressLine) {
-  testing::ChildServer server(PKSERVE_BINARY, kSmallLimits);
+  testing::ChildServer server(Pkserve(), kSmallLimits);
   ASSERT_NE(server.port(), 0);
   const CliRun run = RunCli(TopKArguments(server, "v.npy", "s.npy"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
@@ -198,7 +205,7 @@ TEST_F(CliBatchTest, ANonTerminalRunPrintsNoProgressLine) {
 }
 
 TEST_F(CliBatchTest, ATooLargeRowsPerRequestNamesTheServersLimits) {
-  testing::ChildServer server(PKSERVE_BINARY, kSmallLimits);
+  testing::ChildServer server(Pkserve(), kSmallLimits);
   ASSERT_NE(server.port(), 0);
   const CliRun run =
       RunCli(absl::StrCat(TopKArguments(server, "v.npy", "s.npy"), " --rows_per_request=500"));
@@ -209,14 +216,13 @@ TEST_F(CliBatchTest, ATooLargeRowsPerRequestNamesTheServersLimits) {
 // Runs the topk of the fixture's input as a child process, slowly (one row a request, one in
 // flight), and returns its pid once `done_lines` requests are recorded in the sidecar.
 pid_t StartSlowRun(const std::string& arguments, const std::string& output,
-                   const std::string& sidecar, int done_lines) {
+                   const std::string& sidecar, int done_lines, int streams = 1) {
   std::vector<std::string> args = {PKSERVE_CLI};
   for (absl::string_view word : absl::StrSplit(arguments, ' ', absl::SkipEmpty())) {
     args.emplace_back(word);
   }
-  for (const char* slow : {"--rows_per_request=1", "--streams=1", "--max_in_flight=1"}) {
-    args.emplace_back(slow);
-  }
+  for (const char* slow : {"--rows_per_request=1", "--max_in_flight=1"}) args.emplace_back(slow);
+  args.push_back(absl::StrCat("--streams=", streams));
   const pid_t pid = testing::SpawnChild(args, output);
   const absl::Time until = absl::Now() + absl::Seconds(30);
   while (absl::Now() < until && DoneLines(sidecar) < done_lines) {
@@ -229,12 +235,12 @@ TEST_F(CliBatchTest, AServerKilledMidRunFailsNamingTheRowsAndResumeFinishesTheSa
   std::string reference_target;
   {
     // The uninterrupted run's files, to compare with.
-    testing::ChildServer server(PKSERVE_BINARY, kSmallLimits);
+    testing::ChildServer server(Pkserve(), kSmallLimits);
     ASSERT_NE(server.port(), 0);
     const CliRun run = RunCli(TopKArguments(server, "v_whole.npy", "s_whole.npy"));
     ASSERT_EQ(run.exit_code, 0) << run.output;
   }
-  auto server = std::make_unique<testing::ChildServer>(PKSERVE_BINARY, kSmallLimits);
+  auto server = std::make_unique<testing::ChildServer>(Pkserve(), kSmallLimits);
   ASSERT_NE(server->port(), 0);
   const pid_t cli = StartSlowRun(TopKArguments(*server, "v.npy", "s.npy"), Path("cli.log"),
                                  Path("v.npy.resume"), 20);
@@ -252,7 +258,7 @@ TEST_F(CliBatchTest, AServerKilledMidRunFailsNamingTheRowsAndResumeFinishesTheSa
   const int done_before = DoneLines(Path("v.npy.resume"));
   EXPECT_LT(done_before, static_cast<int>(kRows));
 
-  server = std::make_unique<testing::ChildServer>(PKSERVE_BINARY, kSmallLimits);
+  server = std::make_unique<testing::ChildServer>(Pkserve(), kSmallLimits);
   ASSERT_NE(server->port(), 0);
   const CliRun resumed = RunCli(absl::StrCat(TopKArguments(*server, "v.npy", "s.npy"),
                                              " --rows_per_request=1 --resume"));
@@ -265,8 +271,43 @@ TEST_F(CliBatchTest, AServerKilledMidRunFailsNamingTheRowsAndResumeFinishesTheSa
   EXPECT_FALSE(Exists(Path("v.npy.resume")));
 }
 
+TEST_F(CliBatchTest, AReplicaKilledMidRunIsRetriedOnTheOtherOneWithRoundRobin) {
+  // Debug logs say which replica answers (a line per request).
+  std::vector<std::string> flags = kSmallLimits;
+  flags.push_back("--log_level=debug");
+  testing::ChildServer first(Pkserve(), flags);
+  testing::ChildServer second(Pkserve(), flags);
+  ASSERT_NE(first.port(), 0);
+  ASSERT_NE(second.port(), 0);
+  const std::string arguments = absl::StrCat(
+      "topk --target=ipv4:127.0.0.1:", first.port(), ",127.0.0.1:", second.port(),
+      " --lb_policy=round_robin --widths=256,256 --k=", kK, " --input=", Path("in.npy"),
+      " --out_values=", Path("v.npy"), " --out_slots=", Path("s.npy"));
+  const pid_t cli = StartSlowRun(arguments, Path("cli.log"), Path("v.npy.resume"), 20, 2);
+  ASSERT_GT(cli, 0);
+  // The replica that answers (both, or the one the two streams went to) is killed.
+  auto answered = [](const testing::ChildServer& server) {
+    const std::string log = server.log();
+    size_t count = 0;
+    for (size_t at = log.find("-> OK"); at != std::string::npos; at = log.find("-> OK", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  const bool kill_first = answered(first) >= answered(second);
+  testing::ChildServer& killed = kill_first ? first : second;
+  testing::ChildServer& survivor = kill_first ? second : first;
+  killed.Signal(SIGKILL);
+  const int exit_code = WaitExitCode(cli, absl::Seconds(60));
+  const std::string log = ReadFile(Path("cli.log"));
+  ASSERT_EQ(exit_code, 0) << log;
+  EXPECT_EQ(log.find(" 0 retries"), std::string::npos)
+      << "the killed replica's stream was not retried:\n" << log;
+  ExpectLibraryAnswers(survivor.target(), Path("v.npy"), Path("s.npy"));
+}
+
 TEST_F(CliBatchTest, CtrlCStopsCleanlyAndResumeFinishesTheSameFiles) {
-  testing::ChildServer server(PKSERVE_BINARY, kSmallLimits);
+  testing::ChildServer server(Pkserve(), kSmallLimits);
   ASSERT_NE(server.port(), 0);
   const CliRun whole = RunCli(TopKArguments(server, "v_whole.npy", "s_whole.npy"));
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
@@ -288,7 +329,7 @@ TEST_F(CliBatchTest, CtrlCStopsCleanlyAndResumeFinishesTheSameFiles) {
 }
 
 TEST_F(CliBatchTest, ResumeRefusesASidecarOfAnotherRun) {
-  testing::ChildServer server(PKSERVE_BINARY, kSmallLimits);
+  testing::ChildServer server(Pkserve(), kSmallLimits);
   ASSERT_NE(server.port(), 0);
   const pid_t cli = StartSlowRun(TopKArguments(server, "v.npy", "s.npy"), Path("cli.log"),
                                  Path("v.npy.resume"), 3);
@@ -325,7 +366,7 @@ std::string LookupMissing(const std::string& target) {
 
 TEST_F(CliBatchTest, ALookupFilePastTheServersLimitsGivesTheLibrarysAnswersRowForRow) {
   {
-    testing::ChildServer probe(PKSERVE_BINARY, {});
+    testing::ChildServer probe(Pkserve(), {});
     ASSERT_NE(probe.port(), 0);
     if (const std::string missing = LookupMissing(probe.target()); !missing.empty()) {
       GTEST_SKIP() << missing;
@@ -344,8 +385,8 @@ TEST_F(CliBatchTest, ALookupFilePastTheServersLimitsGivesTheLibrarysAnswersRowFo
   }
   ASSERT_TRUE(client::WriteNpy(Path("memory.npy"), table).ok());
   std::vector<std::string> flags = kSmallLimits;
-  flags.push_back(absl::StrCat("--memory=m=", Path("memory.npy"), ",widths=256,256"));
-  testing::ChildServer server(PKSERVE_BINARY, flags);
+  flags.push_back(absl::StrCat("--memory=m=", Path("memory.npy"), ",widths=256x256"));
+  testing::ChildServer server(Pkserve(), flags);
   ASSERT_NE(server.port(), 0) << server.log();
   const CliRun run = RunCli(absl::StrCat(
       "lookup ", Target(server), " --memory=m --k=", kK, " --heads=", kHeads, " --input=",
