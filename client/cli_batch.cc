@@ -225,6 +225,17 @@ int RunBatchJob(const ParsedOptions& options, const BatchJob& job) {
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   const uint64_t done = counters.rows_done.load();
   const std::string written = absl::StrCat(rows_before + done, " of ", job.rows, " rows written");
+  if (!outcome.status.ok() && rows_before + done == 0) {
+    // Nothing to resume: no partial files or sidecar are left behind.
+    for (const std::unique_ptr<NpyOutput>& output : outputs) output->Discard();
+    (*log)->Remove().IgnoreError();
+    Fail(outcome.status, target);
+    std::fprintf(stderr, "pkserve-cli: %s stopped at rows %llu..%llu; no rows written\n",
+                 job.command.c_str(), static_cast<unsigned long long>(outcome.failed.first_row),
+                 static_cast<unsigned long long>(outcome.failed.first_row + outcome.failed.rows -
+                                                 1));
+    return kExitFailed;
+  }
   if (!outcome.status.ok()) {
     Fail(outcome.status, target);
     std::fprintf(stderr,

@@ -150,4 +150,9 @@ absl::Status NpyOutput::Commit() {
   return absl::OkStatus();
 }
 
+void NpyOutput::Discard() {
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  ::unlink(partial_path_.c_str());
+}
+
 }  // namespace pkserve::client

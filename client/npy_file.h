@@ -66,6 +66,8 @@ class NpyOutput {
   absl::Status Write(uint64_t offset, std::span<const std::byte> bytes);
   // Flushes, closes and renames the partial file to the final path.
   absl::Status Commit();
+  // Closes and removes the partial file (a run that wrote nothing leaves nothing behind).
+  void Discard();
 
   const std::string& path() const { return path_; }
   const std::string& partial_path() const { return partial_path_; }

@@ -1,7 +1,6 @@
 #include "client/resume_log.h"
 
 #include <cerrno>
-#include <fstream>
 #include <string>
 #include <utility>
 

@@ -204,6 +204,22 @@ TEST_F(CliBatchTest, ANonTerminalRunPrintsNoProgressLine) {
   EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 3) << run.output;
 }
 
+TEST_F(CliBatchTest, ARunRefusedFromItsFirstRequestLeavesNoFilesBehind) {
+  testing::ChildServer server(Pkserve(), kSmallLimits);
+  ASSERT_NE(server.port(), 0);
+  const CliRun run = RunCli(absl::StrCat("topk ", Target(server), " --widths=256,256 --k=300",
+                                         " --input=", Path("in.npy"), " --out_values=",
+                                         Path("v.npy"), " --streams=1"));
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("INVALID_ARGUMENT: rows 0..63: k must be in [1, 256], got 300"),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("no rows written"), std::string::npos) << run.output;
+  for (const char* name : {"v.npy", "v.npy.partial", "v.npy.resume"}) {
+    EXPECT_FALSE(Exists(Path(name))) << name << " left behind";
+  }
+}
+
 TEST_F(CliBatchTest, ATooLargeRowsPerRequestNamesTheServersLimits) {
   testing::ChildServer server(Pkserve(), kSmallLimits);
   ASSERT_NE(server.port(), 0);
