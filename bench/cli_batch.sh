@@ -15,7 +15,8 @@
 # the input mapping and of the outputs, which the page cache can take back. Throughput: the CLI's
 # rows/s over its whole run (its summary line) against pkserve-bench --mode=stream
 # --concurrency=STREAMS --rows=ROWS_PER_REQUEST (one request in flight per stream, so the CLI runs
-# with --max_in_flight=1 here), each printed as a table row and one JSON line.
+# with --max_in_flight=1 here), run right after each CLI run; each size a table row and a JSON
+# line. On a shared host the two drift with the load: run it more than once.
 set -euo pipefail
 
 BUILD=${BUILD:-build}
@@ -106,10 +107,14 @@ run_cli() {
   rm -f "$WORK/values.npy" "$WORK/slots.npy"
 }
 
-bench_rate=$("$BENCH" --target="$target" --widths="$WIDTHS" --k="$K" --dtype=bf16 \
-  --rows="$ROWS_PER_REQUEST" --mode=stream --concurrency="$STREAMS" \
-  --connections="$CONNECTIONS" --warmup=1 --duration="$BENCH_S" 2>/dev/null |
-  grep -o '"rows_per_s": [0-9.e+]*' | head -1 | awk '{print $2}')
+# pkserve-bench at the same shape, streams, connections and rows per request, for BENCH_S
+# seconds; prints its rows/s.
+run_bench() {
+  "$BENCH" --target="$target" --widths="$WIDTHS" --k="$K" --dtype=bf16 \
+    --rows="$ROWS_PER_REQUEST" --mode=stream --concurrency="$STREAMS" \
+    --connections="$CONNECTIONS" --warmup=1 --duration="$BENCH_S" 2>/dev/null |
+    grep -o '"rows_per_s": [0-9.e+]*' | head -1 | awk '{print $2}'
+}
 
 printf '%-10s %10s %12s %14s %12s %12s %8s\n' input_MB rows cli_rows/s bench_rows/s ratio \
   RssAnon_KiB VmHWM_KiB
@@ -117,6 +122,7 @@ for megabytes in $SIZES_MB; do
   input=$WORK/in_${megabytes}.npy
   rows=$(make_input "$input" "$megabytes")
   read -r rate anon hwm < <(run_cli "$input")
+  bench_rate=$(run_bench)  # right after the CLI's run: a busy host drifts
   ratio=$(awk -v a="$rate" -v b="$bench_rate" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')
   printf '%-10s %10s %12s %14.0f %12s %12s %8s\n' "$megabytes" "$rows" "$rate" "$bench_rate" \
     "$ratio" "$anon" "$hwm"

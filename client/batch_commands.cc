@@ -42,6 +42,8 @@ class TopKStream final : public BatchStream {
         spec_.factor_widths, spec_.k, spec_.dtype, chunk.rows,
         spec_.scores.subspan(chunk.first_row * spec_.row_bytes, chunk.rows * spec_.row_bytes),
         RowRange(chunk));
+    spec_.input->DoneReading(
+        spec_.scores.subspan(chunk.first_row * spec_.row_bytes, chunk.rows * spec_.row_bytes));
     return session_->Send(request);
   }
   void CloseSend() override { session_->CloseSend(); }
@@ -100,6 +102,7 @@ class LookupStream final : public BatchStream {
     request.set_output_dtype(spec_.output_dtype);
     request.set_return_slots(spec_.slots != nullptr || spec_.weights != nullptr);
     request.set_request_id(RowRange(chunk));
+    spec_.input->DoneReading(scores);
     return session_->Send(request);
   }
   void CloseSend() override { session_->CloseSend(); }

@@ -1,6 +1,7 @@
 // The two commands a batch run can compute (client/batch_run.h): top-k over TopKStream and
 // lookups over LookupStream. Each cuts its requests out of a mapped input (no copy of the file
-// beyond the request being sent) and writes each answer's rows straight into the output files
+// beyond the request being sent; the input's pages behind the requests are released, see
+// MappedNpy::DoneReading) and writes each answer's rows straight into the output files
 // at the rows' place, after checking that the answer has the shape the outputs were made for.
 #pragma once
 
@@ -21,6 +22,7 @@ struct TopKBatchSpec {
   uint32_t k = 0;
   uint32_t kk = 0;  // min(k, product of the widths): the slots of each answer row
   v1::DType dtype = v1::DTYPE_FLOAT32;
+  const MappedNpy* input = nullptr;   // the file of `scores`
   std::span<const std::byte> scores;  // every input row, row_bytes each
   size_t row_bytes = 0;
   NpyOutput* values = nullptr;  // [rows, kk] of dtype; nullptr: not written
@@ -35,6 +37,7 @@ struct LookupBatchSpec {
   uint32_t dim = 0;
   v1::DType dtype = v1::DTYPE_FLOAT32;         // of the scores
   v1::DType output_dtype = v1::DTYPE_FLOAT32;  // of the values (the memory's)
+  const MappedNpy* input = nullptr;  // the file of `scores`
   std::span<const std::byte> scores;
   size_t row_bytes = 0;
   NpyOutput* values = nullptr;   // [rows / heads, dim] of output_dtype

@@ -258,6 +258,7 @@ int RunTopKBatch(const ParsedOptions& options, const std::vector<uint32_t>& widt
   spec.k = k;
   spec.kk = SlotsOf(widths, k);
   spec.dtype = input.dtype;
+  spec.input = input.file.get();
   spec.scores = input.file->data();
   spec.row_bytes = input.rows == 0 ? 0 : spec.scores.size() / input.rows;
   BatchJob job;
@@ -437,6 +438,7 @@ int RunLookup(const ParsedOptions& options) {
   spec.dim = memory->dim();
   spec.dtype = input->dtype;
   spec.output_dtype = memory->dtype();
+  spec.input = input->file.get();
   spec.scores = input->file->data();
   spec.row_bytes = input->rows == 0 ? 0 : spec.scores.size() / input->rows;
   BatchJob job;

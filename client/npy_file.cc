@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -71,6 +72,20 @@ absl::StatusOr<std::unique_ptr<MappedNpy>> MappedNpy::Open(const std::string& pa
   mapped->data_ = std::span<const std::byte>(
       static_cast<const std::byte*>(mapping) + mapped->header_.data_offset, data_bytes);
   return mapped;
+}
+
+void MappedNpy::DoneReading(std::span<const std::byte> range) const {
+  const uint64_t end = static_cast<uint64_t>(range.data() + range.size() -
+                                             static_cast<const std::byte*>(mapping_));
+  if (end <= kReleaseLagBytes) return;
+  const uint64_t wanted = (end - kReleaseLagBytes) / kReleaseBlockBytes;
+  uint64_t released = released_blocks_.load();
+  // One thread wins each advance and drops the blocks in between.
+  while (released < wanted && !released_blocks_.compare_exchange_weak(released, wanted)) {
+  }
+  if (released >= wanted) return;
+  ::madvise(static_cast<std::byte*>(mapping_) + released * kReleaseBlockBytes,
+            (wanted - released) * kReleaseBlockBytes, MADV_DONTNEED);
 }
 
 MappedNpy::~MappedNpy() {

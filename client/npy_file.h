@@ -4,6 +4,7 @@
 // system call that failed, gives errno's text; none aborts.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,15 @@ class MappedNpy {
 
   const NpyHeader& header() const { return header_; }
   std::span<const std::byte> data() const { return data_; }
+  // Says that `range` (a part of data()) was read; the mapping's pages well behind the furthest
+  // range read (more than kReleaseLagBytes) are dropped from this process's resident set, a
+  // kReleaseBlockBytes block at a time (one madvise a block, not one a request). The file stays in
+  // the page cache, and a later read of a dropped page (a retried request) maps it again. So a
+  // run over a large file, read roughly in order, holds only the pages near where it reads.
+  // Thread-safe.
+  void DoneReading(std::span<const std::byte> range) const;
+  static constexpr uint64_t kReleaseBlockBytes = 4 << 20;
+  static constexpr uint64_t kReleaseLagBytes = 8 << 20;
   uint64_t file_bytes() const { return file_bytes_; }
   // The file's modification time (ns since the epoch), to tell a rewritten input apart.
   int64_t mtime_ns() const { return mtime_ns_; }
@@ -40,6 +50,8 @@ class MappedNpy {
   MappedNpy() = default;
 
   void* mapping_ = nullptr;
+  // Blocks [0, released_blocks_) of the mapping are dropped.
+  mutable std::atomic<uint64_t> released_blocks_{0};
   size_t mapping_bytes_ = 0;
   NpyHeader header_;
   std::span<const std::byte> data_;
