@@ -118,6 +118,7 @@ run_bench() {
 
 printf '%-10s %10s %12s %14s %12s %12s %8s\n' input_MB rows cli_rows/s bench_rows/s ratio \
   RssAnon_KiB VmHWM_KiB
+run_bench >/dev/null  # the server's warm-up (thread pools, first batches), not measured
 for megabytes in $SIZES_MB; do
   input=$WORK/in_${megabytes}.npy
   rows=$(make_input "$input" "$megabytes")
