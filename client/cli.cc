@@ -1,10 +1,17 @@
-// pkserve-cli: one-off calls to a pkserve server.
+// pkserve-cli: calls to a pkserve server, one-off or batch.
 //   pkserve-cli topk --widths=1024,1024 --k=8 --random_rows=2
 //   pkserve-cli topk --widths=256,256,256 --k=32 --input=rows.npy --out_slots=slots.npy
+//   pkserve-cli lookup --memory=m --k=32 --heads=4 --input=scores.npy --out=out.npy
 //   pkserve-cli info
 //   pkserve-cli health
-// Exit status: 0 success, 1 the call failed (the server's status is printed), 2 bad usage.
+// With output files, topk and lookup run as batch runs (client/cli_batch.h): any input size,
+// split into requests within the server's limits. topk without output files sends the rows as
+// one request (or one a row with --stream) and prints them.
+// Exit status (client/cli_common.h): 0 success, 1 a call failed, 2 bad usage or a file error,
+// 130 interrupted.
+#include <algorithm>
 #include <chrono>
+#include <limits>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -17,46 +24,51 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/batch_commands.h"
+#include "client/cli_batch.h"
+#include "client/cli_common.h"
 #include "client/cli_options.h"
 #include "client/client.h"
 #include "client/npy.h"
+#include "client/npy_file.h"
 
 namespace pkserve::client {
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
-
-// Every command's options end with these.
-constexpr OptionSpec kConnectionOptions[] = {
-    {"target", "HOST:PORT", "127.0.0.1:50051",
-     "the server; several: ipv4:HOST:PORT,HOST:PORT (with --lb_policy=round_robin)"},
-    {"deadline_ms", "MS", "30000", "deadline of the call"},
-    {"lb_policy", "POLICY", "pick_first", "pick_first or round_robin (across several addresses)"},
-    {"tls", nullptr, nullptr, "use TLS (implied by the --tls_* options); the system's CA roots"},
-    {"tls_ca", "FILE.pem", nullptr, "CA bundle to verify the server's certificate against"},
-    {"tls_cert", "FILE.pem", nullptr, "client certificate chain, for mutual TLS (with --tls_key)"},
-    {"tls_key", "FILE.pem", nullptr, "private key of --tls_cert"},
-    {"tls_server_name", "NAME", nullptr,
-     "the name the server's certificate must carry, when not the host of --target"},
-};
-
 constexpr OptionSpec kTopKOptions[] = {
     {"widths", "W0,W1[,W2[,W3]]", nullptr, "factor widths, e.g. 1024,1024 (required)"},
     {"k", "K", "32", "slots per row, 1..256"},
-    {"dtype", "TYPE", nullptr, "float32 or bfloat16 (default: the type of --input, else float32)"},
+    {"dtype", "TYPE", nullptr,
+     "float32 (f32) or bfloat16 (bf16) (default: the type of --input, else float32)"},
     {"input", "FILE.npy", nullptr,
      "score rows [rows, sum(widths)] (or one row [sum(widths)]): '<f4' float32, or bfloat16 "
-     "bit patterns as '<u2' (or '<i2')"},
+     "bit patterns as '<u2' (or '<i2'); any size with --out_values or --out_slots"},
     {"random_rows", "N", nullptr, "send N rows of standard normal scores instead of --input"},
     {"seed", "S", "1", "seed of --random_rows"},
     {"out_values", "FILE.npy", nullptr,
-     "write the values [rows, kk]: '<f4', or '<u2' bfloat16 bit patterns"},
-    {"out_slots", "FILE.npy", nullptr, "write the slots [rows, kk] as '<u4'"},
-    {"print_rows", "N", "4", "rows to print (0: none)"},
-    {"stream", nullptr, nullptr, "send each row as its own request on one TopKStream"},
-    {"request_id", "ID", nullptr, "request id to send (echoed back)"},
+     "write the values [rows, kk]: '<f4', or '<u2' bfloat16 bit patterns (a batch run with "
+     "--input)"},
+    {"out_slots", "FILE.npy", nullptr, "write the slots [rows, kk] as '<u4' (likewise)"},
+    {"print_rows", "N", "4", "rows to print without output files (0: none)"},
+    {"stream", nullptr, nullptr,
+     "without output files: send each row as its own request on one TopKStream (batch runs "
+     "always stream)"},
+    {"request_id", "ID", nullptr, "request id to send (echoed back), without output files"},
+};
+constexpr OptionSpec kLookupOptions[] = {
+    {"memory", "NAME", nullptr, "the hosted memory (pkserve-cli info lists them) (required)"},
+    {"k", "K", "32", "slots per score row, 1..256"},
+    {"heads", "H", "1", "score rows per output, 1..64"},
+    {"dtype", "TYPE", nullptr, "float32 (f32) or bfloat16 (bf16) (default: the type of --input)"},
+    {"input", "FILE.npy", nullptr,
+     "score rows [rows, sum(widths)], rows a multiple of --heads: '<f4', or bfloat16 as '<u2' "
+     "(required)"},
+    {"out", "FILE.npy", nullptr,
+     "write the outputs [rows / heads, dim] in the memory's dtype ('<f4', or '<u2' bfloat16 bit "
+     "patterns) (required)"},
+    {"out_slots", "FILE.npy", nullptr, "also write each score row's slots [rows, kk] as '<u4'"},
+    {"out_weights", "FILE.npy", nullptr,
+     "also write each score row's weights [rows, kk] as '<f4', in slot order"},
 };
 constexpr OptionSpec kHealthOptions[] = {
     {"service", "NAME", nullptr,
@@ -67,50 +79,14 @@ constexpr char kUsage[] =
     "usage: pkserve-cli <command> [options]\n"
     "\n"
     "commands:\n"
-    "  topk    top-k slots of score rows (from a .npy file, or random), printed or written to "
-    ".npy\n"
-    "  info    the server's version, backend, devices, limits and batching settings\n"
+    "  topk    top-k slots of score rows (from a .npy file of any size, or random), printed or "
+    "written to .npy\n"
+    "  lookup  a memory layer's outputs for score rows (.npy in, .npy out) on a hosted memory\n"
+    "  info    the server's version, backend, devices, limits, batching settings and memories\n"
     "  health  the server's health (exit status 0 when SERVING)\n"
     "\n"
-    "'pkserve-cli <command> --help' lists the command's options.\n";
-
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "pkserve-cli: %s\n", status.ToString().c_str());
-  return kExitFailed;
-}
-
-int UsageError(absl::string_view message) {
-  std::fprintf(stderr, "pkserve-cli: %s\n", std::string(message).c_str());
-  return kExitUsage;
-}
-
-struct Connection {
-  std::unique_ptr<Client> client;
-  absl::Duration deadline;
-};
-
-absl::StatusOr<Connection> ConnectFromOptions(const ParsedOptions& options) {
-  ClientOptions client_options;
-  client_options.target = options.get("target");
-  int64_t deadline_ms = 0;
-  if (!absl::SimpleAtoi(options.get("deadline_ms"), &deadline_ms) || deadline_ms <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--deadline_ms must be a positive number of milliseconds, got '",
-                     options.get("deadline_ms"), "'"));
-  }
-  client_options.deadline = absl::Milliseconds(deadline_ms);
-  client_options.load_balancing_policy = options.get("lb_policy");
-  TlsOptions& tls = client_options.tls;
-  tls.ca_file = options.get("tls_ca");
-  tls.cert_file = options.get("tls_cert");
-  tls.key_file = options.get("tls_key");
-  tls.server_name = options.get("tls_server_name");
-  tls.enabled = options.has("tls") || !tls.ca_file.empty() || !tls.cert_file.empty() ||
-                !tls.key_file.empty() || !tls.server_name.empty();
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(client_options);
-  if (!client.ok()) return client.status();
-  return Connection{*std::move(client), client_options.deadline};
-}
+    "'pkserve-cli <command> --help' lists the command's options.\n"
+    "Exit status: 0 success, 1 a call failed, 2 bad usage or a file error, 130 interrupted.\n";
 
 float Bf16ToFloat(uint16_t bits) {
   const uint32_t wide = uint32_t{bits} << 16;
@@ -126,80 +102,82 @@ uint16_t FloatToBf16(float value) {
   return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
-// The rows to send, as the request's scores bytes.
+// A .npy input of score rows, mapped, its type and shape checked against the widths.
+struct ScoreInput {
+  std::unique_ptr<MappedNpy> file;
+  v1::DType dtype = v1::DTYPE_FLOAT32;
+  uint64_t rows = 0;
+};
+
+absl::StatusOr<ScoreInput> OpenScoreInput(const std::string& path, const std::string& dtype_name,
+                                          uint32_t row_width) {
+  absl::StatusOr<std::unique_ptr<MappedNpy>> file = MappedNpy::Open(path);
+  if (!file.ok()) return file.status();
+  const NpyHeader& header = (*file)->header();
+  std::string file_dtype;
+  if (header.descr == "<f4") file_dtype = "float32";
+  if (header.descr == "<u2" || header.descr == "<i2") file_dtype = "bfloat16";
+  if (file_dtype.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": dtype '", header.descr,
+                     "' is neither float32 ('<f4') nor bfloat16 bit patterns ('<u2' or '<i2')"));
+  }
+  if (!dtype_name.empty() && dtype_name != file_dtype) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype=", dtype_name, " but ", path, " holds ", file_dtype));
+  }
+  const std::vector<uint64_t>& shape = header.shape;
+  const uint64_t width = shape.empty() ? 0 : shape.back();
+  if (shape.empty() || shape.size() > 2 || width != row_width) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": shape (", absl::StrJoin(shape, ", "),
+                                                   ") is not [rows, sum(widths) = ", row_width,
+                                                   "]"));
+  }
+  ScoreInput input;
+  input.rows = shape.size() == 2 ? shape[0] : 1;
+  input.dtype = file_dtype == "bfloat16" ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32;
+  input.file = *std::move(file);
+  return input;
+}
+
+// The rows of a one-request topk, as the request's scores bytes.
 struct Rows {
   v1::DType dtype = v1::DTYPE_FLOAT32;
   uint32_t rows = 0;
   std::vector<std::byte> scores;
 };
 
-absl::StatusOr<Rows> LoadRows(const ParsedOptions& options, uint32_t row_width) {
-  const bool from_file = options.has("input");
-  if (from_file == options.has("random_rows")) {
-    return absl::InvalidArgumentError("give exactly one of --input=FILE.npy and --random_rows=N");
+absl::StatusOr<Rows> RandomRows(const ParsedOptions& options, const std::string& dtype_name,
+                                uint32_t row_width) {
+  uint32_t count = 0;
+  uint64_t seed = 0;
+  if (!absl::SimpleAtoi(options.get("random_rows"), &count) || count == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--random_rows must be a positive count, got '", options.get("random_rows"), "'"));
   }
-  std::string dtype_name = options.get("dtype");
-  if (!dtype_name.empty() && dtype_name != "float32" && dtype_name != "bfloat16") {
+  if (!absl::SimpleAtoi(options.get("seed"), &seed)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--dtype must be float32 or bfloat16, got '", dtype_name, "'"));
+        absl::StrCat("--seed must be a number, got '", options.get("seed"), "'"));
   }
+  std::mt19937_64 engine(seed);
+  std::normal_distribution<float> normal;
+  const size_t elements = size_t{count} * row_width;
   Rows rows;
-  if (from_file) {
-    absl::StatusOr<NpyArray> array = ReadNpy(options.get("input"));
-    if (!array.ok()) return array.status();
-    std::string file_dtype;
-    if (array->descr == "<f4") file_dtype = "float32";
-    if (array->descr == "<u2" || array->descr == "<i2") file_dtype = "bfloat16";
-    if (file_dtype.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(options.get("input"), ": dtype '", array->descr,
-                       "' is neither float32 ('<f4') nor bfloat16 bit patterns ('<u2' or '<i2')"));
+  rows.rows = count;
+  rows.dtype = dtype_name == "bfloat16" ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32;
+  if (rows.dtype == v1::DTYPE_FLOAT32) {
+    rows.scores.resize(elements * sizeof(float));
+    for (size_t i = 0; i < elements; ++i) {
+      const float value = normal(engine);
+      std::memcpy(rows.scores.data() + i * sizeof value, &value, sizeof value);
     }
-    if (!dtype_name.empty() && dtype_name != file_dtype) {
-      return absl::InvalidArgumentError(absl::StrCat("--dtype=", dtype_name, " but ",
-                                                     options.get("input"), " holds ", file_dtype));
-    }
-    dtype_name = file_dtype;
-    const std::vector<uint64_t>& shape = array->shape;
-    const uint64_t width = shape.empty() ? 0 : shape.back();
-    if (shape.empty() || shape.size() > 2 || width != row_width) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(options.get("input"), ": shape (", absl::StrJoin(shape, ", "),
-                       ") is not [rows, sum(widths) = ", row_width, "]"));
-    }
-    rows.rows = static_cast<uint32_t>(shape.size() == 2 ? shape[0] : 1);
-    rows.scores = std::move(array->data);
   } else {
-    uint32_t count = 0;
-    uint64_t seed = 0;
-    if (!absl::SimpleAtoi(options.get("random_rows"), &count) || count == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--random_rows must be a positive count, got '", options.get("random_rows"), "'"));
-    }
-    if (!absl::SimpleAtoi(options.get("seed"), &seed)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--seed must be a number, got '", options.get("seed"), "'"));
-    }
-    if (dtype_name.empty()) dtype_name = "float32";
-    std::mt19937_64 engine(seed);
-    std::normal_distribution<float> normal;
-    const size_t elements = size_t{count} * row_width;
-    rows.rows = count;
-    if (dtype_name == "float32") {
-      rows.scores.resize(elements * sizeof(float));
-      for (size_t i = 0; i < elements; ++i) {
-        const float value = normal(engine);
-        std::memcpy(rows.scores.data() + i * sizeof value, &value, sizeof value);
-      }
-    } else {
-      rows.scores.resize(elements * sizeof(uint16_t));
-      for (size_t i = 0; i < elements; ++i) {
-        const uint16_t bits = FloatToBf16(normal(engine));
-        std::memcpy(rows.scores.data() + i * sizeof bits, &bits, sizeof bits);
-      }
+    rows.scores.resize(elements * sizeof(uint16_t));
+    for (size_t i = 0; i < elements; ++i) {
+      const uint16_t bits = FloatToBf16(normal(engine));
+      std::memcpy(rows.scores.data() + i * sizeof bits, &bits, sizeof bits);
     }
   }
-  rows.dtype = dtype_name == "bfloat16" ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32;
   return rows;
 }
 
@@ -232,9 +210,9 @@ absl::StatusOr<v1::TopKResponse> TopKOverStream(Client& client, const v1::TopKRe
       }
     } else {
       const v1::TopKResponse& result = answer.result();
-      if (answered == 0)
+      if (answered == 0) {
         merged = result;  // kk, dtype, timing of the first
-      else {
+      } else {
         merged.mutable_values()->append(result.values());
         merged.mutable_slots()->append(result.slots());
       }
@@ -264,17 +242,49 @@ std::string FormatValue(v1::DType dtype, const std::string& values, size_t index
   return text;
 }
 
+uint32_t SlotsOf(const std::vector<uint32_t>& widths, uint32_t k) {
+  uint64_t slots = 1;
+  for (uint32_t width : widths) slots = std::min<uint64_t>(slots * width, uint64_t{1} << 40);
+  return static_cast<uint32_t>(std::min<uint64_t>(k, slots));
+}
+
+std::string DescrOf(v1::DType dtype) { return dtype == v1::DTYPE_BFLOAT16 ? "<u2" : "<f4"; }
+
+// topk --input with output files: a batch run.
+int RunTopKBatch(const ParsedOptions& options, const std::vector<uint32_t>& widths, uint32_t k,
+                 ScoreInput input) {
+  TopKBatchSpec spec;
+  spec.factor_widths = widths;
+  spec.k = k;
+  spec.kk = SlotsOf(widths, k);
+  spec.dtype = input.dtype;
+  spec.input = input.file.get();
+  spec.scores = input.file->data();
+  spec.row_bytes = input.rows == 0 ? 0 : spec.scores.size() / input.rows;
+  BatchJob job;
+  job.command = "topk";
+  job.input = input.file.get();
+  job.input_path = options.get("input");
+  job.rows = input.rows;
+  job.row_bytes = spec.row_bytes;
+  job.parameters =
+      absl::StrCat("widths=", absl::StrJoin(widths, ","), " k=", k, " dtype=", input.dtype);
+  const bool values = options.has("out_values");
+  const bool slots = options.has("out_slots");
+  if (values) job.outputs.push_back({options.get("out_values"), DescrOf(input.dtype), {input.rows, spec.kk}});
+  if (slots) job.outputs.push_back({options.get("out_slots"), "<u4", {input.rows, spec.kk}});
+  job.make_command = [spec, values, slots](std::span<NpyOutput* const> outputs) {
+    TopKBatchSpec with_outputs = spec;
+    with_outputs.values = values ? outputs[0] : nullptr;
+    with_outputs.slots = slots ? outputs[values ? 1 : 0] : nullptr;
+    return MakeTopKBatch(std::move(with_outputs));
+  };
+  return RunBatchJob(options, job);
+}
+
 int RunTopK(const ParsedOptions& options) {
-  std::vector<uint32_t> widths;
-  for (absl::string_view part : absl::StrSplit(options.get("widths"), ',', absl::SkipEmpty())) {
-    uint32_t width = 0;
-    if (!absl::SimpleAtoi(part, &width)) {
-      return UsageError(absl::StrCat("--widths must be numbers separated by commas, got '",
-                                     options.get("widths"), "'"));
-    }
-    widths.push_back(width);
-  }
-  if (widths.empty()) return UsageError("--widths is required, e.g. --widths=1024,1024");
+  absl::StatusOr<std::vector<uint32_t>> widths = ParseWidths(options.get("widths"));
+  if (!widths.ok()) return UsageError(widths.status().message());
   uint32_t k = 0;
   if (!absl::SimpleAtoi(options.get("k"), &k)) {
     return UsageError(absl::StrCat("--k must be a number, got '", options.get("k"), "'"));
@@ -284,33 +294,59 @@ int RunTopK(const ParsedOptions& options) {
     return UsageError(
         absl::StrCat("--print_rows must be a count, got '", options.get("print_rows"), "'"));
   }
+  absl::StatusOr<std::string> dtype_name = ParseDTypeName(options.get("dtype"));
+  if (!dtype_name.ok()) return UsageError(dtype_name.status().message());
   uint32_t row_width = 0;
-  for (uint32_t width : widths) row_width += width;
-  absl::StatusOr<Rows> rows = LoadRows(options, row_width);
-  if (!rows.ok()) return UsageError(rows.status().message());
+  for (uint32_t width : *widths) row_width += width;
+  const bool from_file = options.has("input");
+  if (from_file == options.has("random_rows")) {
+    return UsageError("give exactly one of --input=FILE.npy and --random_rows=N");
+  }
+  const bool to_files = options.has("out_values") || options.has("out_slots");
+
+  Rows rows;
+  if (from_file) {
+    absl::StatusOr<ScoreInput> input = OpenScoreInput(options.get("input"), *dtype_name, row_width);
+    if (!input.ok()) return UsageError(input.status().message());
+    if (to_files) return RunTopKBatch(options, *widths, k, *std::move(input));
+    if (input->rows > std::numeric_limits<uint32_t>::max()) {
+      return UsageError(absl::StrCat(options.get("input"), " holds ", input->rows,
+                                     " rows: give --out_values or --out_slots for a batch run"));
+    }
+    rows.dtype = input->dtype;
+    rows.rows = static_cast<uint32_t>(input->rows);
+    rows.scores.assign(input->file->data().begin(), input->file->data().end());
+  } else {
+    absl::StatusOr<Rows> random = RandomRows(options, *dtype_name, row_width);
+    if (!random.ok()) return UsageError(random.status().message());
+    rows = *std::move(random);
+  }
 
   absl::StatusOr<Connection> connection = ConnectFromOptions(options);
   if (!connection.ok()) return UsageError(connection.status().message());
   Client& client = *connection->client;
+  const std::string target = options.get("target");
   const v1::TopKRequest request =
-      MakeTopKRequest(widths, k, rows->dtype, rows->rows, rows->scores, options.get("request_id"));
+      MakeTopKRequest(*widths, k, rows.dtype, rows.rows, rows.scores, options.get("request_id"));
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<v1::TopKResponse> response =
       options.has("stream") ? TopKOverStream(client, request, connection->deadline)
                             : client.TopK(request);
   const double round_trip_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (!response.ok()) return Fail(response.status());
+  if (!response.ok()) return Fail(response.status(), target);
 
   const uint32_t kk = response->kk();
   const size_t value_bytes = response->dtype() == v1::DTYPE_BFLOAT16 ? 2 : 4;
-  std::printf("topk: %u rows, factor widths %s, k %u -> kk %u %s\n", response->rows(),
-              absl::StrJoin(widths, "x").c_str(), k, kk,
+  std::printf("topk: %s, factor widths %s, k %u -> kk %u %s\n",
+              Plural(response->rows(), "row", "rows").c_str(),
+              absl::StrJoin(*widths, "x").c_str(), k, kk,
               response->dtype() == v1::DTYPE_BFLOAT16 ? "bfloat16" : "float32");
   const v1::Timing& timing = response->timing();
-  std::printf("server: queue %llu us, compute %llu us, batch of %u rows%s; round trip %.2f ms\n",
+  std::printf("server: queue %llu us, compute %llu us, batch of %s%s; round trip %.2f ms\n",
               static_cast<unsigned long long>(timing.queue_us()),
-              static_cast<unsigned long long>(timing.compute_us()), timing.batch_rows(),
+              static_cast<unsigned long long>(timing.compute_us()),
+              Plural(timing.batch_rows(), "row", "rows").c_str(),
               options.has("stream") ? " (first request)" : "", round_trip_ms);
   const uint32_t shown = std::min<uint32_t>(response->rows(), static_cast<uint32_t>(print_rows));
   for (uint32_t row = 0; row < shown; ++row) {
@@ -324,34 +360,118 @@ int RunTopK(const ParsedOptions& options) {
     }
     std::printf("%s\n", line.c_str());
   }
-  if (shown < response->rows()) std::printf("(%u more rows)\n", response->rows() - shown);
-
-  if (options.has("out_values")) {
-    NpyArray values{value_bytes == 2 ? "<u2" : "<f4", {response->rows(), kk}, {}};
-    values.data.resize(response->values().size());
-    std::memcpy(values.data.data(), response->values().data(), values.data.size());
-    if (absl::Status written = WriteNpy(options.get("out_values"), values); !written.ok()) {
-      return Fail(written);
-    }
-    std::printf("values -> %s\n", options.get("out_values").c_str());
+  if (print_rows > 0 && shown < response->rows()) {
+    std::printf("(%s)\n", Plural(response->rows() - shown, "more row", "more rows").c_str());
   }
-  if (options.has("out_slots")) {
-    NpyArray slots{"<u4", {response->rows(), kk}, {}};
-    slots.data.resize(response->slots().size());
-    std::memcpy(slots.data.data(), response->slots().data(), slots.data.size());
-    if (absl::Status written = WriteNpy(options.get("out_slots"), slots); !written.ok()) {
-      return Fail(written);
+  // --random_rows with output files: the answer of the one request, written whole.
+  const std::pair<const char*, NpyArray> files[] = {
+      {"out_values", NpyArray{value_bytes == 2 ? "<u2" : "<f4", {response->rows(), kk}, {}}},
+      {"out_slots", NpyArray{"<u4", {response->rows(), kk}, {}}}};
+  for (const auto& [option, array] : files) {
+    if (!options.has(option)) continue;
+    const std::string& bytes =
+        std::strcmp(option, "out_values") == 0 ? response->values() : response->slots();
+    NpyArray out = array;
+    out.data.resize(bytes.size());
+    std::memcpy(out.data.data(), bytes.data(), bytes.size());
+    if (absl::Status written = WriteNpy(options.get(option), out); !written.ok()) {
+      return UsageError(written.message());
     }
-    std::printf("slots -> %s\n", options.get("out_slots").c_str());
+    std::printf("-> %s\n", options.get(option).c_str());
   }
   return kExitOk;
+}
+
+// lookup: always a batch run (the outputs are files).
+int RunLookup(const ParsedOptions& options) {
+  for (const char* required : {"memory", "input", "out"}) {
+    if (!options.has(required)) {
+      return UsageError(absl::StrCat("--", required, " is required (see --help)"));
+    }
+  }
+  uint32_t k = 0;
+  if (!absl::SimpleAtoi(options.get("k"), &k)) {
+    return UsageError(absl::StrCat("--k must be a number, got '", options.get("k"), "'"));
+  }
+  uint32_t heads = 0;
+  if (!absl::SimpleAtoi(options.get("heads"), &heads) || heads == 0) {
+    return UsageError(
+        absl::StrCat("--heads must be a positive count, got '", options.get("heads"), "'"));
+  }
+  absl::StatusOr<std::string> dtype_name = ParseDTypeName(options.get("dtype"));
+  if (!dtype_name.ok()) return UsageError(dtype_name.status().message());
+
+  // The memory's layout comes from the server: the widths a score row must match, its dim and
+  // dtype (the outputs' shape).
+  absl::StatusOr<Connection> connection = ConnectFromOptions(options);
+  if (!connection.ok()) return UsageError(connection.status().message());
+  const std::string target = options.get("target");
+  absl::StatusOr<v1::ServerInfo> info = connection->client->GetServerInfo();
+  if (!info.ok()) return Fail(info.status(), target);
+  const v1::MemoryInfo* memory = nullptr;
+  std::vector<std::string> names;
+  for (const v1::MemoryInfo& candidate : info->memories()) {
+    names.push_back(candidate.name());
+    if (candidate.name() == options.get("memory")) memory = &candidate;
+  }
+  if (memory == nullptr) {
+    return Fail(absl::NotFoundError(absl::StrCat(
+                    "the server holds no memory named '", options.get("memory"), "' (it holds ",
+                    names.empty() ? "none" : absl::StrJoin(names, ", "), ")")),
+                target);
+  }
+  const std::vector<uint32_t> widths(memory->factor_widths().begin(),
+                                     memory->factor_widths().end());
+  uint32_t row_width = 0;
+  for (uint32_t width : widths) row_width += width;
+  absl::StatusOr<ScoreInput> input = OpenScoreInput(options.get("input"), *dtype_name, row_width);
+  if (!input.ok()) return UsageError(input.status().message());
+  if (input->rows % heads != 0) {
+    return UsageError(absl::StrCat(options.get("input"), " holds ", input->rows,
+                                   " rows, not a multiple of --heads=", heads));
+  }
+  LookupBatchSpec spec;
+  spec.memory = memory->name();
+  spec.k = k;
+  spec.kk = SlotsOf(widths, k);
+  spec.heads = heads;
+  spec.dim = memory->dim();
+  spec.dtype = input->dtype;
+  spec.output_dtype = memory->dtype();
+  spec.input = input->file.get();
+  spec.scores = input->file->data();
+  spec.row_bytes = input->rows == 0 ? 0 : spec.scores.size() / input->rows;
+  BatchJob job;
+  job.command = "lookup";
+  job.input = input->file.get();
+  job.input_path = options.get("input");
+  job.rows = input->rows;
+  job.row_group = heads;
+  job.row_bytes = spec.row_bytes;
+  job.parameters = absl::StrCat("memory=", memory->name(), " version=", memory->version(),
+                                " k=", k, " heads=", heads, " dtype=", input->dtype);
+  const bool slots = options.has("out_slots");
+  const bool weights = options.has("out_weights");
+  job.outputs.push_back(
+      {options.get("out"), DescrOf(memory->dtype()), {input->rows / heads, memory->dim()}});
+  if (slots) job.outputs.push_back({options.get("out_slots"), "<u4", {input->rows, spec.kk}});
+  if (weights) job.outputs.push_back({options.get("out_weights"), "<f4", {input->rows, spec.kk}});
+  job.make_command = [spec, slots, weights](std::span<NpyOutput* const> outputs) {
+    LookupBatchSpec with_outputs = spec;
+    with_outputs.values = outputs[0];
+    with_outputs.slots = slots ? outputs[1] : nullptr;
+    with_outputs.weights = weights ? outputs[slots ? 2 : 1] : nullptr;
+    return MakeLookupBatch(std::move(with_outputs));
+  };
+  connection->client.reset();
+  return RunBatchJob(options, job);
 }
 
 int RunInfo(const ParsedOptions& options) {
   absl::StatusOr<Connection> connection = ConnectFromOptions(options);
   if (!connection.ok()) return UsageError(connection.status().message());
   absl::StatusOr<v1::ServerInfo> info = connection->client->GetServerInfo();
-  if (!info.ok()) return Fail(info.status());
+  if (!info.ok()) return Fail(info.status(), options.get("target"));
   const v1::Limits& limits = info->limits();
   const v1::Batching& batching = info->batching();
   std::printf("version   %s\n", info->version().c_str());
@@ -367,6 +487,14 @@ int RunInfo(const ParsedOptions& options) {
               batching.max_batch_rows(),
               static_cast<unsigned long long>(batching.max_queue_delay_us()),
               static_cast<unsigned long long>(batching.max_queued_rows()));
+  if (info->memories().empty()) std::printf("memories  none\n");
+  for (const v1::MemoryInfo& memory : info->memories()) {
+    std::printf("memory    %s: widths %s, %llu slots, dim %u, %s, version %llu\n",
+                memory.name().c_str(), absl::StrJoin(memory.factor_widths(), "x").c_str(),
+                static_cast<unsigned long long>(memory.slots()), memory.dim(),
+                memory.dtype() == v1::DTYPE_BFLOAT16 ? "bfloat16" : "float32",
+                static_cast<unsigned long long>(memory.version()));
+  }
   return kExitOk;
 }
 
@@ -375,7 +503,7 @@ int RunHealth(const ParsedOptions& options) {
   if (!connection.ok()) return UsageError(connection.status().message());
   const std::string service = options.get("service");
   absl::StatusOr<ServingStatus> status = connection->client->CheckHealth(service);
-  if (!status.ok()) return Fail(status.status());
+  if (!status.ok()) return Fail(status.status(), options.get("target"));
   std::printf("%s: %s\n", service.empty() ? "server" : service.c_str(),
               grpc::health::v1::HealthCheckResponse::ServingStatus_Name(*status).c_str());
   return *status == grpc::health::v1::HealthCheckResponse::SERVING ? kExitOk : kExitFailed;
@@ -386,23 +514,30 @@ struct Command {
   const char* usage;
   const char* summary;
   std::span<const OptionSpec> options;
+  bool batch;  // takes the batch-run options
   int (*run)(const ParsedOptions&);
 };
 
 int Main(int argc, char** argv) {
   const Command commands[] = {
       {"topk", "pkserve-cli topk --widths=W0,W1 [--k=K] (--input=FILE.npy | --random_rows=N)",
-       "Sends score rows to the server and prints (or writes) the top-k slots and values of "
-       "each row.",
-       kTopKOptions, RunTopK},
-      {"info",
-       "pkserve-cli info [--target=HOST:PORT]",
-       "Prints the server's version, backend, devices, limits and batching settings.",
-       {},
-       RunInfo},
+       "Sends score rows to the server and prints the top-k slots and values of each row, or, "
+       "with --out_values/--out_slots, writes them to .npy files in a batch run: an input of any "
+       "size, split into requests within the server's limits, sent over --streams, a progress "
+       "line on a terminal, --resume after an interruption.",
+       kTopKOptions, true, RunTopK},
+      {"lookup",
+       "pkserve-cli lookup --memory=NAME [--k=K] [--heads=H] --input=SCORES.npy --out=OUT.npy "
+       "[--out_slots=FILE.npy] [--out_weights=FILE.npy]",
+       "Runs score rows through a hosted memory (the memory layer: top-k, softmax, weighted sum "
+       "of value rows) in a batch run, writing the outputs to .npy files.",
+       kLookupOptions, true, RunLookup},
+      {"info", "pkserve-cli info [--target=HOST:PORT]",
+       "Prints the server's version, backend, devices, limits, batching settings and memories.",
+       {}, false, RunInfo},
       {"health", "pkserve-cli health [--target=HOST:PORT] [--service=NAME]",
        "Checks the server's health (grpc.health.v1); exit status 0 when SERVING, 1 otherwise.",
-       kHealthOptions, RunHealth},
+       kHealthOptions, false, RunHealth},
   };
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
       std::strcmp(argv[1], "help") == 0) {
@@ -412,7 +547,10 @@ int Main(int argc, char** argv) {
   for (const Command& command : commands) {
     if (std::strcmp(argv[1], command.name) != 0) continue;
     std::vector<OptionSpec> specs(command.options.begin(), command.options.end());
-    specs.insert(specs.end(), std::begin(kConnectionOptions), std::end(kConnectionOptions));
+    if (command.batch) {
+      specs.insert(specs.end(), BatchOptionSpecs().begin(), BatchOptionSpecs().end());
+    }
+    specs.insert(specs.end(), ConnectionOptions().begin(), ConnectionOptions().end());
     absl::StatusOr<ParsedOptions> options =
         ParseOptions(specs, std::span<char* const>(argv + 2, argc - 2));
     if (!options.ok()) return UsageError(options.status().message());

@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   // Answers hold rows x kk x 8 bytes: far past gRPC's default 4 MiB for large requests.
   arguments.SetMaxReceiveMessageSize(-1);
   arguments.SetMaxSendMessageSize(-1);
+  if (options.own_connection) arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   if (const std::string service_config = ServiceConfigJson(options); !service_config.empty()) {
     arguments.SetServiceConfigJSON(service_config);
     if (options.retry_unavailable) {
@@ -109,7 +110,21 @@ absl::StatusOr<v1::TopKResponse> Client::TopK(const v1::TopKRequest& request) {
 }
 
 std::unique_ptr<TopKStreamSession> Client::OpenStream(absl::Duration deadline) {
-  return std::make_unique<TopKStreamSession>(NewContext(deadline), *stub_);
+  return std::make_unique<TopKStreamSession>(NewContext(deadline), *stub_,
+                                             &v1::SparseMemory::Stub::TopKStream);
+}
+
+absl::StatusOr<v1::LookupResponse> Client::Lookup(const v1::LookupRequest& request) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext(options_.deadline);
+  v1::LookupResponse response;
+  const grpc::Status status = stub_->Lookup(context.get(), request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+std::unique_ptr<LookupStreamSession> Client::OpenLookupStream(absl::Duration deadline) {
+  return std::make_unique<LookupStreamSession>(NewContext(deadline), *stub_,
+                                               &v1::SparseMemory::Stub::LookupStream);
 }
 
 absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
@@ -128,42 +143,6 @@ absl::StatusOr<ServingStatus> Client::CheckHealth(const std::string& service) {
   const grpc::Status status = health_stub_->Check(context.get(), request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response.status();
-}
-
-TopKStreamSession::TopKStreamSession(std::unique_ptr<grpc::ClientContext> context,
-                                     v1::SparseMemory::Stub& stub)
-    : context_(std::move(context)), stream_(stub.TopKStream(context_.get())) {}
-
-TopKStreamSession::~TopKStreamSession() {
-  if (!finished_) {
-    context_->TryCancel();
-    Finish().IgnoreError();
-  }
-}
-
-bool TopKStreamSession::Send(const v1::TopKRequest& request) {
-  if (send_closed_) return false;
-  return stream_->Write(request);
-}
-
-bool TopKStreamSession::CloseSend() {
-  if (send_closed_) return true;
-  send_closed_ = true;
-  return stream_->WritesDone();
-}
-
-bool TopKStreamSession::Receive(v1::TopKStreamResponse* response) {
-  return stream_->Read(response);
-}
-
-absl::Status TopKStreamSession::Finish() {
-  if (finished_) return absl::FailedPreconditionError("the stream was already finished");
-  CloseSend();
-  v1::TopKStreamResponse unread;
-  while (stream_->Read(&unread)) {
-  }
-  finished_ = true;
-  return FromGrpcStatus(stream_->Finish());
 }
 
 }  // namespace pkserve::client

@@ -1,5 +1,5 @@
-// The C++ client of pkserve: synchronous TopK, a TopKStream session, GetServerInfo and the
-// standard health check, over one gRPC channel. A Client is thread-safe; share one per process.
+// The C++ client of pkserve: synchronous TopK and Lookup, TopKStream and LookupStream sessions,
+// GetServerInfo and the standard health check, over one gRPC channel. A Client is thread-safe; share one per process.
 //
 //   absl::StatusOr<std::unique_ptr<pkserve::client::Client>> client =
 //       pkserve::client::Client::Connect({.target = "127.0.0.1:50051"});
@@ -26,6 +26,9 @@
 
 namespace pkserve::client {
 
+// A gRPC status as an absl::Status (same code, same message).
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
 struct ClientOptions {
   // A gRPC target: "host:port", "dns:///name:port", "ipv4:a:p,b:p", "ipv6:[::1]:p", "unix:path".
   std::string target = "127.0.0.1:50051";
@@ -49,6 +52,9 @@ struct ClientOptions {
   // UNAVAILABLE (gRPC's client-side health checking). Use with retry_unavailable: calls already on
   // their way still need it.
   bool check_replica_health = false;
+  // A connection of this client's own: without it, clients of one process with equal options
+  // share gRPC's subchannels, so one TCP connection, to the same address.
+  bool own_connection = false;
   // Plaintext unless tls.enabled (client/tls.h).
   TlsOptions tls;
 };
@@ -63,31 +69,60 @@ std::string ServiceConfigJson(const ClientOptions& options);
 // The serving status of a health check, as grpc.health.v1 defines it.
 using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
 
-// A TopKStream call: send requests, receive one answer per request, in order. Send and Receive
-// may run on two different threads (one each); otherwise it is not thread-safe.
-class TopKStreamSession {
+// A stream call (TopKStream or LookupStream): send requests, receive one answer per request, in
+// order. Send and Receive may run on two different threads (one each); Cancel from any thread;
+// otherwise it is not thread-safe.
+template <typename Request, typename Response>
+class StreamSession {
  public:
-  TopKStreamSession(std::unique_ptr<grpc::ClientContext> context, v1::SparseMemory::Stub& stub);
-  ~TopKStreamSession();
-  TopKStreamSession(const TopKStreamSession&) = delete;
-  TopKStreamSession& operator=(const TopKStreamSession&) = delete;
+  using Stream = grpc::ClientReaderWriterInterface<Request, Response>;
+  using Opener = std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> (
+      v1::SparseMemory::Stub::*)(grpc::ClientContext*);
+
+  StreamSession(std::unique_ptr<grpc::ClientContext> context, v1::SparseMemory::Stub& stub,
+                Opener open)
+      : context_(std::move(context)), stream_((stub.*open)(context_.get())) {}
+  ~StreamSession() {
+    if (!finished_) {
+      context_->TryCancel();
+      Finish().IgnoreError();
+    }
+  }
+  StreamSession(const StreamSession&) = delete;
+  StreamSession& operator=(const StreamSession&) = delete;
 
   // False when the stream is broken; Finish() then says why.
-  bool Send(const v1::TopKRequest& request);
+  bool Send(const Request& request) { return !send_closed_ && stream_->Write(request); }
   // Tells the server no more requests come; answers still arrive.
-  bool CloseSend();
-  // The next answer (a result or a StreamError), in request order; false once the server ended
-  // the stream.
-  bool Receive(v1::TopKStreamResponse* response);
+  bool CloseSend() {
+    if (send_closed_) return true;
+    send_closed_ = true;
+    return stream_->WritesDone();
+  }
+  // The next answer (a result or a StreamError), in request order; false once the stream ended.
+  bool Receive(Response* response) { return stream_->Read(response); }
+  // Ends the call at once: a blocked Send or Receive returns false, Finish says CANCELLED.
+  void Cancel() { context_->TryCancel(); }
   // Closes the send side if still open, reads any answers left, and returns the stream's status.
-  absl::Status Finish();
+  absl::Status Finish() {
+    if (finished_) return absl::FailedPreconditionError("the stream was already finished");
+    CloseSend();
+    Response unread;
+    while (stream_->Read(&unread)) {
+    }
+    finished_ = true;
+    return FromGrpcStatus(stream_->Finish());
+  }
 
  private:
   std::unique_ptr<grpc::ClientContext> context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::TopKRequest, v1::TopKStreamResponse>> stream_;
+  std::unique_ptr<Stream> stream_;
   bool send_closed_ = false;
   bool finished_ = false;
 };
+
+using TopKStreamSession = StreamSession<v1::TopKRequest, v1::TopKStreamResponse>;
+using LookupStreamSession = StreamSession<v1::LookupRequest, v1::LookupStreamResponse>;
 
 class Client {
  public:
@@ -100,6 +135,12 @@ class Client {
   absl::StatusOr<v1::TopKResponse> TopK(const v1::TopKRequest& request);
   // A stream call; `deadline` bounds the whole stream.
   std::unique_ptr<TopKStreamSession> OpenStream(absl::Duration deadline = absl::InfiniteDuration());
+  // One lookup on a hosted memory (ServerInfo.memories); the server's status on failure.
+  absl::StatusOr<v1::LookupResponse> Lookup(const v1::LookupRequest& request);
+  // A LookupStream call; `deadline` bounds the whole stream.
+  std::unique_ptr<LookupStreamSession> OpenLookupStream(
+      absl::Duration deadline = absl::InfiniteDuration());
+  // GetServerInfo: version, backend, limits, batching, and the memories it holds.
   absl::StatusOr<v1::ServerInfo> GetServerInfo();
   // Health of `service`: "" for the server as a whole, or "pkserve.v1.SparseMemory".
   absl::StatusOr<ServingStatus> CheckHealth(const std::string& service = "");
@@ -119,8 +160,5 @@ class Client {
 v1::TopKRequest MakeTopKRequest(std::span<const uint32_t> factor_widths, uint32_t k,
                                 v1::DType dtype, uint32_t rows, std::span<const std::byte> scores,
                                 const std::string& request_id = "");
-
-// A gRPC status as an absl::Status (same code, same message).
-absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace pkserve::client

@@ -3,7 +3,9 @@
 #include "client/client.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -83,6 +85,21 @@ TEST(Npy, RefusesWhatItCannotRead) {
   EXPECT_EQ(client::ReadNpy("/nonexistent/rows.npy").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(Npy, AHeaderWhoseShapeOverflowsIsRefused) {
+  const std::string header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }\n";
+  std::string bytes = "\x93NUMPY";
+  bytes += '\x01';
+  bytes += '\x00';
+  bytes += static_cast<char>(header.size());
+  bytes += '\x00';
+  bytes += header;
+  absl::StatusOr<client::NpyHeader> parsed = client::ParseNpyHeader(bytes);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("more than 2^64 bytes"), absl::string_view::npos)
+      << parsed.status();
+}
+
 // ---------------------------------------------------------------------------------------------
 // The client library
 
@@ -139,6 +156,50 @@ TEST_F(ClientTest, AStreamSessionAnswersInOrder) {
   }
   EXPECT_FALSE(session->Receive(&answer));
   EXPECT_TRUE(session->Finish().ok());
+}
+
+TEST_F(ClientTest, LookupOfAMemoryTheServerDoesNotHoldIsNotFound) {
+  v1::LookupRequest request;
+  request.set_memory("no_such_memory");
+  request.set_k(4);
+  request.set_dtype(v1::DTYPE_FLOAT32);
+  request.set_rows(1);
+  request.set_scores(std::string(128 * sizeof(float), '\0'));
+  absl::StatusOr<v1::LookupResponse> response = client_->Lookup(request);
+  if (response.status().code() == absl::StatusCode::kUnimplemented) {
+    GTEST_SKIP() << "this branch's server answers Lookup UNIMPLEMENTED";
+  }
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kNotFound) << response.status();
+
+  // The stream session: a StreamError for the request, then the stream ends OK.
+  std::unique_ptr<client::LookupStreamSession> session =
+      client_->OpenLookupStream(absl::Seconds(30));
+  request.set_request_id("lookup-1");
+  ASSERT_TRUE(session->Send(request));
+  ASSERT_TRUE(session->CloseSend());
+  v1::LookupStreamResponse answer;
+  ASSERT_TRUE(session->Receive(&answer));
+  ASSERT_TRUE(answer.has_error());
+  EXPECT_EQ(answer.error().code(), static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_EQ(answer.request_id(), "lookup-1");
+  EXPECT_FALSE(session->Receive(&answer));
+  EXPECT_TRUE(session->Finish().ok());
+}
+
+TEST_F(ClientTest, ALookupStreamOnAServerWithoutLookupEndsWithItsStatus) {
+  std::unique_ptr<client::LookupStreamSession> session =
+      client_->OpenLookupStream(absl::Seconds(30));
+  v1::LookupRequest request;
+  request.set_memory("no_such_memory");
+  session->Send(request);
+  session->CloseSend();
+  v1::LookupStreamResponse answer;
+  if (session->Receive(&answer)) {
+    EXPECT_TRUE(answer.has_error()) << "a lookup of no memory must not succeed";
+    EXPECT_TRUE(session->Finish().ok());
+  } else {
+    EXPECT_EQ(session->Finish().code(), absl::StatusCode::kUnimplemented);
+  }
 }
 
 TEST_F(ClientTest, ServerInfoAndHealth) {
@@ -275,7 +336,7 @@ TEST_F(CliTest, TopKOfRandomRowsPrintsSlotsAndValues) {
       << run.output;
   EXPECT_NE(run.output.find("row 1:"), std::string::npos) << run.output;
   EXPECT_EQ(run.output.find("row 2:"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("(1 more rows)"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("(1 more row)\n"), std::string::npos) << run.output;
 }
 
 TEST_F(CliTest, AServerErrorIsPrintedAndTheExitStatusIsOne) {
@@ -283,6 +344,115 @@ TEST_F(CliTest, AServerErrorIsPrintedAndTheExitStatusIsOne) {
       RunCli(absl::StrCat("topk ", target_, " --widths=64,64 --k=300 --random_rows=1"));
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("INVALID_ARGUMENT: k must be in [1, 256], got 300"), std::string::npos)
+      << run.output;
+}
+
+TEST_F(CliTest, PrintRowsZeroPrintsNoRowsAndNoCountOfMore) {
+  const CliRun run = RunCli(absl::StrCat("topk ", target_,
+                                         " --widths=64,64 --k=4 --random_rows=30 --print_rows=0"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.find("row 0:"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("more row"), std::string::npos) << run.output;
+}
+
+TEST_F(CliTest, OneRowIsSingular) {
+  const CliRun run =
+      RunCli(absl::StrCat("topk ", target_, " --widths=64,64 --k=4 --random_rows=1"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("topk: 1 row,"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("batch of 1 row;"), std::string::npos) << run.output;
+}
+
+TEST_F(CliTest, Bf16AndF32AreAcceptedAsDTypes) {
+  CliRun run = RunCli(
+      absl::StrCat("topk ", target_, " --widths=64,64 --k=4 --random_rows=2 --dtype=bf16"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("kk 4 bfloat16"), std::string::npos) << run.output;
+  run = RunCli(absl::StrCat("topk ", target_, " --widths=64,64 --k=4 --random_rows=2 --dtype=f32"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("kk 4 float32"), std::string::npos) << run.output;
+  run = RunCli(absl::StrCat("topk ", target_, " --widths=64,64 --random_rows=2 --dtype=f16"));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+}
+
+TEST_F(CliTest, FileErrorsAreClearMessagesWithExitStatusTwo) {
+  const std::string common = absl::StrCat("topk ", target_, " --widths=64,64 --k=4 ");
+  // A directory.
+  CliRun run = RunCli(absl::StrCat(common, "--input=", directory_));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("Is a directory"), std::string::npos) << run.output;
+  // A missing file.
+  run = RunCli(absl::StrCat(common, "--input=/nonexistent/rows.npy"));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("cannot read /nonexistent/rows.npy: No such file or directory"),
+            std::string::npos)
+      << run.output;
+  // Truncated data, and a header that claims more than the file holds.
+  NpyArray rows{"<f4", {3, 128}, std::vector<std::byte>(3 * 128 * 4, std::byte{0})};
+  const std::string whole = client::SerializeNpy(rows);
+  const std::pair<const char*, std::string> broken[] = {
+      {"truncated.npy", whole.substr(0, whole.size() - 100)},
+      {"short_header.npy", whole.substr(0, 40)},
+      {"lying_header.npy",
+       [&] {
+         std::string lie = whole;
+         lie.replace(lie.find("(3, 128)"), 8, "(9, 128)");
+         return lie;
+       }()},
+  };
+  for (const auto& [name, bytes] : broken) {
+    std::FILE* file = std::fopen(Path(name).c_str(), "wb");
+    ASSERT_NE(file, nullptr);
+    std::fwrite(bytes.data(), 1, bytes.size(), file);
+    std::fclose(file);
+    for (const char* output : {"", " --out_slots="}) {
+      run = RunCli(absl::StrCat(common, "--input=", Path(name), output,
+                                *output != '\0' ? Path("slots.npy") : ""));
+      EXPECT_EQ(run.exit_code, 2) << name << ": " << run.output;
+      EXPECT_NE(run.output.find(Path(name)), std::string::npos) << name << ": " << run.output;
+      EXPECT_EQ(run.output.find("terminate"), std::string::npos) << run.output;
+    }
+    std::remove(Path(name).c_str());
+  }
+  // Unreadable: only a test for a user that permissions apply to.
+  if (geteuid() != 0) {
+    std::FILE* file = std::fopen(Path("locked.npy").c_str(), "wb");
+    ASSERT_NE(file, nullptr);
+    std::fclose(file);
+    chmod(Path("locked.npy").c_str(), 0);
+    run = RunCli(absl::StrCat(common, "--input=", Path("locked.npy")));
+    EXPECT_EQ(run.exit_code, 2) << run.output;
+    EXPECT_NE(run.output.find("Permission denied"), std::string::npos) << run.output;
+    std::remove(Path("locked.npy").c_str());
+  }
+}
+
+TEST_F(CliTest, AnOutputThatCannotBeWrittenSaysWhatHappenedToTheFile) {
+  NpyArray rows{"<f4", {2, 128}, std::vector<std::byte>(2 * 128 * 4, std::byte{0})};
+  ASSERT_TRUE(client::WriteNpy(Path("rows.npy"), rows).ok());
+  for (const char* source : {"--random_rows=2", "--input="}) {
+    const std::string input = *source == '-' && source[2] == 'i' ? Path("rows.npy") : "";
+    const CliRun run = RunCli(absl::StrCat("topk ", target_, " --widths=64,64 --k=4 ", source,
+                                           input, " --out_values=/nonexistent/v.npy"));
+    EXPECT_EQ(run.exit_code, 2) << run.output;
+    EXPECT_NE(run.output.find("cannot write /nonexistent/v.npy: No such file or directory"),
+              std::string::npos)
+        << run.output;
+    EXPECT_EQ(run.output.find("PERMISSION_DENIED"), std::string::npos) << run.output;
+  }
+  std::remove(Path("rows.npy").c_str());
+}
+
+TEST(CliOversize, AMessagePastTheServersLimitNamesMaxMessageBytes) {
+  ServerConfig config = LoopbackConfig();
+  config.max_message_bytes = 16384;
+  std::unique_ptr<Server> server = testing::StartServer(config);
+  ASSERT_NE(server, nullptr);
+  const CliRun run = RunCli(absl::StrCat("topk --target=127.0.0.1:", server->port(),
+                                         " --widths=512,512 --k=4 --random_rows=8"));
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("RESOURCE_EXHAUSTED"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("the server's --max_message_bytes"), std::string::npos)
       << run.output;
 }
 
@@ -311,9 +481,16 @@ TEST(Cli, HelpAndUsageErrors) {
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("unknown option --no_such_option"), std::string::npos) << run.output;
   EXPECT_EQ(RunCli("frobnicate").exit_code, 2);
+  run = RunCli("topk --widths=64,,64 --random_rows=1");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("'64,,64'"), std::string::npos) << run.output;
+  EXPECT_EQ(RunCli("lookup --k=4").exit_code, 2) << "--memory, --input and --out are required";
+  EXPECT_EQ(RunCli("lookup --help").exit_code, 0);
   run = RunCli("topk --widths=64,64 --random_rows=1 --target=127.0.0.1:1 --deadline_ms=2000");
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("UNAVAILABLE"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("is pkserve running at 127.0.0.1:1?"), std::string::npos)
+      << run.output;
 }
 
 }  // namespace
