@@ -64,7 +64,8 @@ std::string Frame(uint8_t type, uint8_t flags, uint32_t stream_id, std::string_v
          std::string(payload);
 }
 
-std::string GrpcRequestHeaders(std::string_view path, std::string_view authority) {
+std::string GrpcRequestHeaders(std::string_view path, std::string_view authority,
+                               const std::vector<std::pair<std::string, std::string>>& extra) {
   std::string block;
   AppendLiteralHeader(block, ":method", "POST");
   AppendLiteralHeader(block, ":scheme", "http");
@@ -72,7 +73,27 @@ std::string GrpcRequestHeaders(std::string_view path, std::string_view authority
   AppendLiteralHeader(block, ":authority", authority);
   AppendLiteralHeader(block, "content-type", "application/grpc");
   AppendLiteralHeader(block, "te", "trailers");
+  for (const auto& [name, value] : extra) AppendLiteralHeader(block, name, value);
   return block;
+}
+
+std::vector<ParsedFrame> ParseFrames(std::string_view bytes) {
+  std::vector<ParsedFrame> frames;
+  while (bytes.size() >= 9) {
+    const auto byte = [&bytes](size_t i) {
+      return static_cast<uint32_t>(static_cast<uint8_t>(bytes[i]));
+    };
+    const uint32_t length = (byte(0) << 16) | (byte(1) << 8) | byte(2);
+    if (bytes.size() < 9 + length) break;
+    ParsedFrame frame;
+    frame.type = static_cast<uint8_t>(byte(3));
+    frame.flags = static_cast<uint8_t>(byte(4));
+    frame.stream_id = ((byte(5) & 0x7f) << 24) | (byte(6) << 16) | (byte(7) << 8) | byte(8);
+    frame.payload = std::string(bytes.substr(9, length));
+    frames.push_back(std::move(frame));
+    bytes.remove_prefix(9 + length);
+  }
+  return frames;
 }
 
 std::string GrpcMessage(std::string_view payload, uint32_t declared_length) {
