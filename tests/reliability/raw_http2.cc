@@ -106,23 +106,41 @@ std::string GrpcMessage(std::string_view payload, uint32_t declared_length) {
   return message;
 }
 
-std::unique_ptr<Connection> Connection::Open(int port) {
+namespace {
+
+// A connected socket to 127.0.0.1:port, or -1 with errno set.
+int ConnectLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    ADD_FAILURE() << "socket: " << std::strerror(errno);
-    return nullptr;
-  }
+  if (fd < 0) return -1;
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    ADD_FAILURE() << "connect to 127.0.0.1:" << port << ": " << std::strerror(errno);
+    const int error = errno;
     close(fd);
-    return nullptr;
+    errno = error;
+    return -1;
   }
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+}  // namespace
+
+std::unique_ptr<Connection> Connection::Open(int port) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) {
+    ADD_FAILURE() << "connect to 127.0.0.1:" << port << ": " << std::strerror(errno);
+    return nullptr;
+  }
+  return std::unique_ptr<Connection>(new Connection(fd));
+}
+
+std::unique_ptr<Connection> Connection::TryOpen(int port) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return nullptr;
   return std::unique_ptr<Connection>(new Connection(fd));
 }
 

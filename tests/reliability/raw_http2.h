@@ -61,6 +61,8 @@ class Connection {
  public:
   // Connects to 127.0.0.1:port; null (and a test failure) when it cannot.
   static std::unique_ptr<Connection> Open(int port);
+  // The same without the test failure: for attackers, which meet a server shutting down.
+  static std::unique_ptr<Connection> TryOpen(int port);
   ~Connection();  // closes the socket (an abrupt disconnect, if nothing else closed it)
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
