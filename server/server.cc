@@ -106,6 +106,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   // No SO_REUSEPORT (gRPC's default): with it a second pkserve binds a port already served,
   // without an error, and the two share its callers.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // No compression: gRPC 1.51 inflates a compressed message whole before --max_message_bytes is
+  // checked (1 MiB of gzip can be 1 GiB), so a call naming any algorithm but identity is refused
+  // UNIMPLEMENTED from its headers, and no message is ever inflated.
+  builder.AddChannelArgument(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET,
+                             1 << GRPC_COMPRESS_NONE);
+  builder.AddChannelArgument(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
   builder.AddListeningPort(config.address, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   server->grpc_server_ = builder.BuildAndStart();

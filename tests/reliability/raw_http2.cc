@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -190,6 +191,67 @@ void Connection::Reset() {
   setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
   close(fd_);
   fd_ = -1;
+}
+
+int64_t Connection::SendStreamData(uint32_t stream_id, std::string_view data,
+                                   absl::Duration timeout, std::vector<ParsedFrame>& seen) {
+  constexpr size_t kMaxFrame = 16384;  // SETTINGS_MAX_FRAME_SIZE's default
+  int64_t connection_window = 65535;
+  int64_t stream_window = 65535;
+  int64_t initial_window = 65535;
+  std::string pending;  // bytes read and not yet parsed into whole frames
+  const absl::Time give_up = absl::Now() + timeout;
+  size_t sent = 0;
+  while (absl::Now() < give_up) {
+    const int64_t window = std::min(connection_window, stream_window);
+    if (sent < data.size() && window > 0) {
+      const size_t size = std::min({data.size() - sent, kMaxFrame, static_cast<size_t>(window)});
+      const bool last = sent + size == data.size();
+      if (!Send(Frame(kData, last ? kEndStream : 0, stream_id, data.substr(sent, size)))) break;
+      sent += size;
+      connection_window -= static_cast<int64_t>(size);
+      stream_window -= static_cast<int64_t>(size);
+    }
+    const bool blocked = sent == data.size() || std::min(connection_window, stream_window) <= 0;
+    pending += ReadFor(blocked ? absl::Milliseconds(20) : absl::ZeroDuration());
+    if (closed_by_peer_) break;
+    size_t used = 0;
+    bool stream_over = false;
+    for (ParsedFrame& frame : ParseFrames(pending)) {
+      used += 9 + frame.payload.size();
+      const auto word = [&frame](size_t at) {
+        uint32_t value = 0;
+        for (size_t i = 0; i < 4; ++i)
+          value = (value << 8) | static_cast<uint8_t>(frame.payload[at + i]);
+        return value;
+      };
+      if (frame.type == kSettings && (frame.flags & kAck) == 0) {
+        for (size_t at = 0; at + 6 <= frame.payload.size(); at += 6) {
+          const uint32_t id =
+              (static_cast<uint32_t>(static_cast<uint8_t>(frame.payload[at])) << 8) |
+              static_cast<uint8_t>(frame.payload[at + 1]);
+          if (id == 0x4) {  // SETTINGS_INITIAL_WINDOW_SIZE
+            const int64_t value = word(at + 2);
+            stream_window += value - initial_window;
+            initial_window = value;
+          }
+        }
+        Send(Frame(kSettings, kAck, 0, ""));
+      } else if (frame.type == kWindowUpdate && frame.payload.size() == 4) {
+        const int64_t increment = word(0) & 0x7fffffff;
+        if (frame.stream_id == 0) connection_window += increment;
+        if (frame.stream_id == stream_id) stream_window += increment;
+      } else if (frame.stream_id == stream_id &&
+                 (frame.type == kRstStream ||
+                  (frame.type == kHeaders && (frame.flags & kEndStream) != 0))) {
+        stream_over = true;
+      }
+      seen.push_back(std::move(frame));
+    }
+    pending.erase(0, used);
+    if (stream_over || (sent == data.size() && blocked && absl::Now() >= give_up)) break;
+  }
+  return static_cast<int64_t>(sent);
 }
 
 }  // namespace pkserve::testing::http2

@@ -76,6 +76,14 @@ class Connection {
   // Closes at once with a TCP reset (SO_LINGER 0) rather than an orderly FIN.
   void Reset();
 
+  // Sends `data` as DATA frames of stream `stream_id` (the last with END_STREAM) within the
+  // server's flow-control windows (its SETTINGS and WINDOW_UPDATEs, read as they come; its
+  // SETTINGS are ACKed). Stops at `timeout`, or when the server resets the stream, ends it or
+  // closes the connection. Returns how many bytes of `data` the server let through; the frames
+  // it sent on the way are added to `seen`.
+  int64_t SendStreamData(uint32_t stream_id, std::string_view data, absl::Duration timeout,
+                         std::vector<ParsedFrame>& seen);
+
  private:
   explicit Connection(int fd) : fd_(fd) {}
   int fd_;
