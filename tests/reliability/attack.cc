@@ -36,12 +36,22 @@ absl::Duration AttackDuration() {
   return absl::Seconds(30);
 }
 
-AttackHarness::AttackHarness(const std::vector<std::string>& extra_flags) {
-  std::vector<std::string> flags = {"--backend=cpu", "--threads=2",
-                                    absl::StrCat("--drain_timeout_s=", kDrainTimeoutSeconds)};
-  flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
-  server_ = std::make_unique<ChildServer>(PKSERVE_BINARY, flags);
-  if (server_->port() <= 0) return;
+AttackHarness::AttackHarness(const std::vector<std::string>& extra_flags,
+                             const std::vector<std::string>& launcher) {
+  std::vector<std::string> command = launcher;
+  command.push_back(PKSERVE_BINARY);
+  for (std::string flag :
+       {"--address=127.0.0.1:0", "--metrics_address=", "--backend=cpu", "--threads=2"}) {
+    command.push_back(flag);
+  }
+  command.push_back(absl::StrCat("--drain_timeout_s=", kDrainTimeoutSeconds));
+  command.insert(command.end(), extra_flags.begin(), extra_flags.end());
+  server_ = std::make_unique<PkserveProcess>(
+      command[0], std::vector<std::string>(command.begin() + 1, command.end()));
+  if (!server_->WaitServing(absl::Seconds(20), /*metrics=*/false)) {
+    ADD_FAILURE() << "pkserve did not start; its log:\n" << server_->log();
+    return;
+  }
   caller_ = std::thread([this] { CallWell(11); });
   sampler_ = std::thread([this] { SampleRss(); });
   const absl::Time give_up = absl::Now() + absl::Seconds(20);
@@ -105,7 +115,8 @@ std::pair<int64_t, int64_t> AttackHarness::Calls(absl::Time from, absl::Time to)
   return counted;
 }
 
-void AttackHarness::RunAndCheck(const std::string& name, int threads, const Attacker& attacker) {
+void AttackHarness::RunAndCheck(const std::string& name, int threads, const Attacker& attacker,
+                                const std::function<void()>& after_attack) {
   ASSERT_GT(server_->port(), 0);
   ASSERT_GE(Calls(absl::InfinitePast(), absl::InfiniteFuture()).second, 10)
       << "the good caller got no answers before the attack; log:\n"
@@ -155,6 +166,7 @@ void AttackHarness::RunAndCheck(const std::string& name, int threads, const Atta
   EXPECT_EQ(after_ok, after) << "first failure: " << first_failure;
   EXPECT_LE(peak_kib - baseline_kib, kMaxGrowthKib);
   EXPECT_LE(after_kib - baseline_kib, kBackWithinKib) << "the server's memory did not come back";
+  if (after_attack) after_attack();
 
   stop_ = true;  // the good caller and sampler end here: the drain would refuse them
   caller_.join();

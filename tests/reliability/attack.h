@@ -35,18 +35,23 @@ using Attacker = std::function<void(const std::atomic<bool>& stop)>;
 
 class AttackHarness {
  public:
-  // Starts pkserve (--backend=cpu --threads=2 --drain_timeout_s=2 and `extra_flags`) and the good
-  // caller, and waits for the caller's first answers.
-  explicit AttackHarness(const std::vector<std::string>& extra_flags = {});
+  // Starts pkserve (--backend=cpu --threads=2 --drain_timeout_s=2 on a free loopback port, no
+  // metrics endpoint unless `extra_flags` ask for one, and `extra_flags`) and the good caller,
+  // and waits for the caller's first answers. A `launcher` (a program and its arguments, e.g.
+  // prlimit) runs pkserve when given.
+  explicit AttackHarness(const std::vector<std::string>& extra_flags = {},
+                         const std::vector<std::string>& launcher = {});
   ~AttackHarness();
   AttackHarness(const AttackHarness&) = delete;
   AttackHarness& operator=(const AttackHarness&) = delete;
 
-  ChildServer& server() { return *server_; }
+  PkserveProcess& server() { return *server_; }
 
   // Runs `attacker` on `threads` threads for AttackDuration(), then checks everything listed
-  // above (test failures for what does not hold), printing what was measured.
-  void RunAndCheck(const std::string& name, int threads, const Attacker& attacker);
+  // above (test failures for what does not hold), printing what was measured. `after_attack`,
+  // when given, runs once the attack is over and the server has recovered, before the SIGTERM.
+  void RunAndCheck(const std::string& name, int threads, const Attacker& attacker,
+                   const std::function<void()>& after_attack = {});
 
  private:
   struct Call {
@@ -58,7 +63,7 @@ class AttackHarness {
   // Of the good caller's calls begun in [from, to): how many, how many OK.
   std::pair<int64_t, int64_t> Calls(absl::Time from, absl::Time to) const;
 
-  std::unique_ptr<ChildServer> server_;
+  std::unique_ptr<PkserveProcess> server_;
   std::atomic<bool> stop_{false};
   mutable std::mutex mutex_;
   std::vector<Call> calls_;    // guarded by mutex_
