@@ -13,8 +13,9 @@ packages=(
 test_packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
-  # test tooling: TLS certificates, rendering the Kubernetes manifests, libFuzzer
-  openssl clang libclang-rt-14-dev
+  # test tooling: TLS certificates, rendering the Kubernetes manifests, libFuzzer, the hardened
+  # front (deploy/haproxy) and prlimit for the attack tests
+  openssl clang libclang-rt-14-dev haproxy util-linux
 )
 # kubectl renders the manifests offline; any kubectl on PATH will do (some hosts carry one from
 # another package, which conflicts with Debian's).

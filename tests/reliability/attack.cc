@@ -37,7 +37,8 @@ absl::Duration AttackDuration() {
 }
 
 AttackHarness::AttackHarness(const std::vector<std::string>& extra_flags,
-                             const std::vector<std::string>& launcher) {
+                             const std::vector<std::string>& launcher,
+                             const std::function<int(int)>& front) {
   std::vector<std::string> command = launcher;
   command.push_back(PKSERVE_BINARY);
   for (std::string flag :
@@ -52,6 +53,8 @@ AttackHarness::AttackHarness(const std::vector<std::string>& extra_flags,
     ADD_FAILURE() << "pkserve did not start; its log:\n" << server_->log();
     return;
   }
+  port_ = front ? front(server_->port()) : server_->port();
+  if (port_ <= 0) return;
   caller_ = std::thread([this] { CallWell(11); });
   sampler_ = std::thread([this] { SampleRss(); });
   const absl::Time give_up = absl::Now() + absl::Seconds(20);
@@ -71,7 +74,7 @@ void AttackHarness::CallWell(uint64_t seed) {
   grpc::ChannelArguments arguments;
   arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
   auto stub = v1::SparseMemory::NewStub(
-      grpc::CreateCustomChannel(server_->target(), grpc::InsecureChannelCredentials(), arguments));
+      grpc::CreateCustomChannel(target(), grpc::InsecureChannelCredentials(), arguments));
   const pk::Problem problem = MakeProblem({1024, 1024}, 32, pk::DType::kBFloat16);
   absl::Time next = absl::Now();
   while (!stop_) {
@@ -104,6 +107,8 @@ void AttackHarness::SampleRss() {
   }
 }
 
+std::string AttackHarness::target() const { return absl::StrCat("127.0.0.1:", port_); }
+
 std::pair<int64_t, int64_t> AttackHarness::Calls(absl::Time from, absl::Time to) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::pair<int64_t, int64_t> counted{0, 0};
@@ -117,7 +122,7 @@ std::pair<int64_t, int64_t> AttackHarness::Calls(absl::Time from, absl::Time to)
 
 void AttackHarness::RunAndCheck(const std::string& name, int threads, const Attacker& attacker,
                                 const std::function<void()>& after_attack) {
-  ASSERT_GT(server_->port(), 0);
+  ASSERT_GT(port_, 0);
   ASSERT_GE(Calls(absl::InfinitePast(), absl::InfiniteFuture()).second, 10)
       << "the good caller got no answers before the attack; log:\n"
       << server_->log();

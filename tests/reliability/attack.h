@@ -39,13 +39,19 @@ class AttackHarness {
   // metrics endpoint unless `extra_flags` ask for one, and `extra_flags`) and the good caller,
   // and waits for the caller's first answers. A `launcher` (a program and its arguments, e.g.
   // prlimit) runs pkserve when given.
+  // With `front`, called with pkserve's port, the good caller (and target()) go to the port
+  // `front` returns instead (a proxy it started before pkserve's drain is checked).
   explicit AttackHarness(const std::vector<std::string>& extra_flags = {},
-                         const std::vector<std::string>& launcher = {});
+                         const std::vector<std::string>& launcher = {},
+                         const std::function<int(int)>& front = {});
   ~AttackHarness();
   AttackHarness(const AttackHarness&) = delete;
   AttackHarness& operator=(const AttackHarness&) = delete;
 
   PkserveProcess& server() { return *server_; }
+  // Where callers go: the front's port when there is one, else pkserve's.
+  int port() const { return port_; }
+  std::string target() const;
 
   // Runs `attacker` on `threads` threads for AttackDuration(), then checks everything listed
   // above (test failures for what does not hold), printing what was measured. `after_attack`,
@@ -64,6 +70,7 @@ class AttackHarness {
   std::pair<int64_t, int64_t> Calls(absl::Time from, absl::Time to) const;
 
   std::unique_ptr<PkserveProcess> server_;
+  int port_ = 0;
   std::atomic<bool> stop_{false};
   mutable std::mutex mutex_;
   std::vector<Call> calls_;    // guarded by mutex_
