@@ -1,7 +1,7 @@
 // HTTP/2 rapid reset and metadata bombs (issue 23, items 1 and 3) against the pkserve binary on
 // loopback, beside the good caller (attack.h's bounds):
 //   - rapid reset: HEADERS for TopK then RST_STREAM at once, 9 400 pairs/s on one connection, and
-//     the same spread over four;
+//     on each of four;
 //   - metadata before the SETTINGS ACK: a client that never ACKs sends 256 streams a connection,
 //     each with a 4 MiB header value (the advertised limit is 8 KiB), on four connections.
 // gRPC 1.51 has no defence against either that pkserve can turn on (MAX_CONCURRENT_STREAMS and
@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <iostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "tests/reliability/attack.h"
 #include "tests/reliability/raw_http2.h"
+#include "tests/server/test_support.h"
 
 namespace pkserve {
 namespace {
@@ -127,7 +129,7 @@ void RapidResetAttack(testing::AttackHarness& harness, const std::string& name, 
   const int port = harness.port();
   const std::string authority = harness.target();
   harness.RunAndCheck(name, connections, [&](const std::atomic<bool>& stop) {
-    RapidReset(port, authority, 9400 / connections, stop, pairs);
+    RapidReset(port, authority, 9400, stop, pairs);  // on each connection
   });
   std::cout << pairs.load() << " HEADERS+RST_STREAM pairs sent\n";
 }
@@ -164,6 +166,46 @@ void MetadataAttack(testing::AttackHarness& harness, const std::string& name) {
     }
   });
   std::cout << streams.load() << " streams with a 4 MiB header sent\n";
+}
+
+// What the front must not break: unary calls and a stream that waits for each answer before it
+// sends its next request (its first message reaches pkserve at once, not after wait-for-body's
+// 1 s).
+TEST_F(AttackTest, TheFrontPassesCallsAndStreamsAtOnce) {
+  SkipWithoutHaproxy();
+  testing::ChildServer server(PKSERVE_BINARY, {"--backend=cpu", "--threads=1"});
+  ASSERT_GT(server.port(), 0);
+  const int port = StartFront(server.port(), front_);
+  ASSERT_GT(port, 0);
+  auto stub = v1::SparseMemory::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  std::mt19937_64 engine(4);
+  const pk::Problem problem = testing::MakeProblem({256, 256}, 8, pk::DType::kFloat32);
+  for (int i = 0; i < 3; ++i) {
+    const v1::TopKRequest request = testing::RandomRequest(problem, 4, engine);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    v1::TopKResponse response;
+    const grpc::Status status = stub->TopK(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(testing::CheckResponse(request, response), "");
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  auto stream = stub->TopKStream(&context);
+  for (int i = 0; i < 3; ++i) {
+    const v1::TopKRequest request =
+        testing::RandomRequest(problem, 4, engine, absl::StrCat("stream-", i));
+    const absl::Time sent = absl::Now();
+    ASSERT_TRUE(stream->Write(request));
+    v1::TopKStreamResponse response;
+    ASSERT_TRUE(stream->Read(&response));
+    EXPECT_LT(absl::Now() - sent, absl::Milliseconds(500)) << "request " << i;
+    ASSERT_TRUE(response.has_result()) << response.error().message();
+    EXPECT_EQ(testing::CheckResponse(request, response.result()), "");
+  }
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 TEST_F(AttackTest, RapidResetOnOneConnectionIsHeldByTheFront) {
