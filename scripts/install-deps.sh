@@ -13,8 +13,9 @@ packages=(
 test_packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
-  # test tooling: TLS certificates, rendering the Kubernetes manifests, libFuzzer
-  openssl clang libclang-rt-14-dev
+  # test tooling: TLS certificates, rendering the Kubernetes manifests, libFuzzer, the hardened
+  # front (deploy/haproxy) and prlimit for the attack tests
+  openssl clang libclang-rt-14-dev haproxy util-linux
   # the Python client's tests (Debian's /usr/bin/python3; python3-torch for pkserve.torch)
   python3-grpcio python3-numpy python3-grpc-tools python3-pytest python3-setuptools python3-torch
 )

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/status.h"
+#include "server/deadline.h"
 
 namespace pkserve {
 
@@ -18,11 +19,10 @@ inline grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-// The call's deadline; InfiniteFuture when the caller set none.
+// The call's deadline; InfiniteFuture when the caller set none, or one too far away to mean
+// anything (server/deadline.h).
 inline absl::Time CallDeadline(const grpc::CallbackServerContext& context) {
-  const std::chrono::system_clock::time_point deadline = context.deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(deadline);
+  return DeadlineFromTimespec(context.raw_deadline(), absl::Now());
 }
 
 }  // namespace pkserve

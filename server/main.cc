@@ -1,12 +1,15 @@
-// pkserve: parses the flags, sets up logging, starts the server, and drains it on SIGINT/SIGTERM.
-// A second signal during the drain exits at once. Exit status: 0 after a drain (or --help), 2 on
-// bad usage (server/flag_usage.h), 1 when the server cannot start.
+// pkserve: parses the flags, sets up logging, raises its open-files limit, starts the server, and
+// drains it on SIGINT/SIGTERM. A second signal during the drain exits at once. Exit status: 0
+// after a drain (or --help), 2 on bad usage (server/flag_usage.h), 1 when the server cannot start.
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +45,28 @@ const char* SignalName(int signal_number) {
   }
 }
 
+// Raises the soft limit on open files to the hard limit and logs both. Every connection costs
+// a descriptor, and gRPC 1.51's listener stops for good the first time accept() fails with
+// EMFILE: the usual soft limit of 1 024 would let that many idle connections end serving.
+void RaiseOpenFilesLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    spdlog::warn("open files: getrlimit failed: {}", std::strerror(errno));
+    return;
+  }
+  const rlim_t soft_before = limit.rlim_cur;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      spdlog::warn("open files: could not raise the soft limit {} to the hard limit {}: {}",
+                   soft_before, limit.rlim_max, std::strerror(errno));
+      return;
+    }
+  }
+  spdlog::info("open files: soft limit {} (was {}), hard limit {}", limit.rlim_cur, soft_before,
+               limit.rlim_max);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,6 +100,7 @@ int main(int argc, char** argv) {
     return pkserve::kUsageError;
   }
 
+  RaiseOpenFilesLimit();
   absl::StatusOr<std::unique_ptr<pkserve::Server>> server = pkserve::Server::Start(*config);
   if (!server.ok()) {
     spdlog::critical("cannot start: {}", std::string(server.status().message()));

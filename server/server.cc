@@ -12,6 +12,7 @@
 #include "grpcpp/resource_quota.h"
 #include "server/executor_factory.h"
 #include "server/fault_injection.h"
+#include "server/listen_probe.h"
 #include "server/version.h"
 #include "spdlog/spdlog.h"
 
@@ -108,14 +109,27 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   builder.SetResourceQuota(quota);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, config.http2_bdp_probe ? 1 : 0);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config.max_streams_per_connection);
+  // No SO_REUSEPORT (gRPC's default): with it a second pkserve binds a port already served,
+  // without an error, and the two share its callers.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // No compression: gRPC 1.51 inflates a compressed message whole before --max_message_bytes is
+  // checked (1 MiB of gzip can be 1 GiB), so a call naming any algorithm but identity is refused
+  // UNIMPLEMENTED from its headers, and no message is ever inflated.
+  builder.AddChannelArgument(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET,
+                             1 << GRPC_COMPRESS_NONE);
+  builder.AddChannelArgument(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
   builder.AddListeningPort(config.address, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
+    const std::string why = WhyCannotListen(config.address);
+    if (!why.empty()) {
+      return absl::UnavailableError(
+          absl::StrCat("could not listen on --address=", config.address, ": ", why));
+    }
     return absl::UnavailableError(
         absl::StrCat("could not listen on --address=", config.address,
-                     " (address in use, not local, or not host:port?",
-                     config.tls.enabled() ? " or --tls_key not the key of --tls_cert?" : "", ")"));
+                     config.tls.enabled() ? " (is --tls_key the key of --tls_cert?)" : ""));
   }
   server->address_ = WithPort(config.address, server->port_);
   server->grpc_server_->GetHealthCheckService()->SetServingStatus(kServiceName, false);

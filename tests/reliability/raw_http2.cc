@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -64,7 +65,8 @@ std::string Frame(uint8_t type, uint8_t flags, uint32_t stream_id, std::string_v
          std::string(payload);
 }
 
-std::string GrpcRequestHeaders(std::string_view path, std::string_view authority) {
+std::string GrpcRequestHeaders(std::string_view path, std::string_view authority,
+                               const std::vector<std::pair<std::string, std::string>>& extra) {
   std::string block;
   AppendLiteralHeader(block, ":method", "POST");
   AppendLiteralHeader(block, ":scheme", "http");
@@ -72,7 +74,27 @@ std::string GrpcRequestHeaders(std::string_view path, std::string_view authority
   AppendLiteralHeader(block, ":authority", authority);
   AppendLiteralHeader(block, "content-type", "application/grpc");
   AppendLiteralHeader(block, "te", "trailers");
+  for (const auto& [name, value] : extra) AppendLiteralHeader(block, name, value);
   return block;
+}
+
+std::vector<ParsedFrame> ParseFrames(std::string_view bytes) {
+  std::vector<ParsedFrame> frames;
+  while (bytes.size() >= 9) {
+    const auto byte = [&bytes](size_t i) {
+      return static_cast<uint32_t>(static_cast<uint8_t>(bytes[i]));
+    };
+    const uint32_t length = (byte(0) << 16) | (byte(1) << 8) | byte(2);
+    if (bytes.size() < 9 + length) break;
+    ParsedFrame frame;
+    frame.type = static_cast<uint8_t>(byte(3));
+    frame.flags = static_cast<uint8_t>(byte(4));
+    frame.stream_id = ((byte(5) & 0x7f) << 24) | (byte(6) << 16) | (byte(7) << 8) | byte(8);
+    frame.payload = std::string(bytes.substr(9, length));
+    frames.push_back(std::move(frame));
+    bytes.remove_prefix(9 + length);
+  }
+  return frames;
 }
 
 std::string GrpcMessage(std::string_view payload, uint32_t declared_length) {
@@ -85,23 +107,41 @@ std::string GrpcMessage(std::string_view payload, uint32_t declared_length) {
   return message;
 }
 
-std::unique_ptr<Connection> Connection::Open(int port) {
+namespace {
+
+// A connected socket to 127.0.0.1:port, or -1 with errno set.
+int ConnectLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    ADD_FAILURE() << "socket: " << std::strerror(errno);
-    return nullptr;
-  }
+  if (fd < 0) return -1;
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    ADD_FAILURE() << "connect to 127.0.0.1:" << port << ": " << std::strerror(errno);
+    const int error = errno;
     close(fd);
-    return nullptr;
+    errno = error;
+    return -1;
   }
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+}  // namespace
+
+std::unique_ptr<Connection> Connection::Open(int port) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) {
+    ADD_FAILURE() << "connect to 127.0.0.1:" << port << ": " << std::strerror(errno);
+    return nullptr;
+  }
+  return std::unique_ptr<Connection>(new Connection(fd));
+}
+
+std::unique_ptr<Connection> Connection::TryOpen(int port) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return nullptr;
   return std::unique_ptr<Connection>(new Connection(fd));
 }
 
@@ -151,6 +191,67 @@ void Connection::Reset() {
   setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
   close(fd_);
   fd_ = -1;
+}
+
+int64_t Connection::SendStreamData(uint32_t stream_id, std::string_view data,
+                                   absl::Duration timeout, std::vector<ParsedFrame>& seen) {
+  constexpr size_t kMaxFrame = 16384;  // SETTINGS_MAX_FRAME_SIZE's default
+  int64_t connection_window = 65535;
+  int64_t stream_window = 65535;
+  int64_t initial_window = 65535;
+  std::string pending;  // bytes read and not yet parsed into whole frames
+  const absl::Time give_up = absl::Now() + timeout;
+  size_t sent = 0;
+  while (absl::Now() < give_up) {
+    const int64_t window = std::min(connection_window, stream_window);
+    if (sent < data.size() && window > 0) {
+      const size_t size = std::min({data.size() - sent, kMaxFrame, static_cast<size_t>(window)});
+      const bool last = sent + size == data.size();
+      if (!Send(Frame(kData, last ? kEndStream : 0, stream_id, data.substr(sent, size)))) break;
+      sent += size;
+      connection_window -= static_cast<int64_t>(size);
+      stream_window -= static_cast<int64_t>(size);
+    }
+    const bool blocked = sent == data.size() || std::min(connection_window, stream_window) <= 0;
+    pending += ReadFor(blocked ? absl::Milliseconds(20) : absl::ZeroDuration());
+    if (closed_by_peer_) break;
+    size_t used = 0;
+    bool stream_over = false;
+    for (ParsedFrame& frame : ParseFrames(pending)) {
+      used += 9 + frame.payload.size();
+      const auto word = [&frame](size_t at) {
+        uint32_t value = 0;
+        for (size_t i = 0; i < 4; ++i)
+          value = (value << 8) | static_cast<uint8_t>(frame.payload[at + i]);
+        return value;
+      };
+      if (frame.type == kSettings && (frame.flags & kAck) == 0) {
+        for (size_t at = 0; at + 6 <= frame.payload.size(); at += 6) {
+          const uint32_t id =
+              (static_cast<uint32_t>(static_cast<uint8_t>(frame.payload[at])) << 8) |
+              static_cast<uint8_t>(frame.payload[at + 1]);
+          if (id == 0x4) {  // SETTINGS_INITIAL_WINDOW_SIZE
+            const int64_t value = word(at + 2);
+            stream_window += value - initial_window;
+            initial_window = value;
+          }
+        }
+        Send(Frame(kSettings, kAck, 0, ""));
+      } else if (frame.type == kWindowUpdate && frame.payload.size() == 4) {
+        const int64_t increment = word(0) & 0x7fffffff;
+        if (frame.stream_id == 0) connection_window += increment;
+        if (frame.stream_id == stream_id) stream_window += increment;
+      } else if (frame.stream_id == stream_id &&
+                 (frame.type == kRstStream ||
+                  (frame.type == kHeaders && (frame.flags & kEndStream) != 0))) {
+        stream_over = true;
+      }
+      seen.push_back(std::move(frame));
+    }
+    pending.erase(0, used);
+    if (stream_over || (sent == data.size() && blocked && absl::Now() >= give_up)) break;
+  }
+  return static_cast<int64_t>(sent);
 }
 
 }  // namespace pkserve::testing::http2

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -34,7 +36,20 @@ std::string Frame(uint8_t type, uint8_t flags, uint32_t stream_id, std::string_v
 // A frame header that declares `declared_length` bytes, whatever follows it.
 std::string FrameHeader(uint32_t declared_length, uint8_t type, uint8_t flags, uint32_t stream_id);
 // The HPACK block of a gRPC call's request headers (literal fields, no indexing, no Huffman).
-std::string GrpcRequestHeaders(std::string_view path, std::string_view authority);
+// `extra` fields (name, value) follow the standard ones, e.g. {"grpc-timeout", "20S"}.
+std::string GrpcRequestHeaders(std::string_view path, std::string_view authority,
+                               const std::vector<std::pair<std::string, std::string>>& extra = {});
+
+// One frame as read back: its header's fields and its payload.
+struct ParsedFrame {
+  uint8_t type = 0;
+  uint8_t flags = 0;
+  uint32_t stream_id = 0;
+  std::string payload;
+};
+// The whole frames in `bytes` (what a server sent after the preface), in order; a trailing
+// partial frame is left out.
+std::vector<ParsedFrame> ParseFrames(std::string_view bytes);
 // A gRPC length-prefixed message: flag 0 (uncompressed), the 32-bit big-endian length
 // `declared_length`, then `payload` (which may be shorter or longer than it says).
 std::string GrpcMessage(std::string_view payload, uint32_t declared_length);
@@ -46,6 +61,8 @@ class Connection {
  public:
   // Connects to 127.0.0.1:port; null (and a test failure) when it cannot.
   static std::unique_ptr<Connection> Open(int port);
+  // The same without the test failure: for attackers, which meet a server shutting down.
+  static std::unique_ptr<Connection> TryOpen(int port);
   ~Connection();  // closes the socket (an abrupt disconnect, if nothing else closed it)
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -58,6 +75,14 @@ class Connection {
   bool closed_by_peer() const { return closed_by_peer_; }
   // Closes at once with a TCP reset (SO_LINGER 0) rather than an orderly FIN.
   void Reset();
+
+  // Sends `data` as DATA frames of stream `stream_id` (the last with END_STREAM) within the
+  // server's flow-control windows (its SETTINGS and WINDOW_UPDATEs, read as they come; its
+  // SETTINGS are ACKed). Stops at `timeout`, or when the server resets the stream, ends it or
+  // closes the connection. Returns how many bytes of `data` the server let through; the frames
+  // it sent on the way are added to `seen`.
+  int64_t SendStreamData(uint32_t stream_id, std::string_view data, absl::Duration timeout,
+                         std::vector<ParsedFrame>& seen);
 
  private:
   explicit Connection(int fd) : fd_(fd) {}
