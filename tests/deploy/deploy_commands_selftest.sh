@@ -62,7 +62,7 @@ echo "ok: the unbroken copy passes"
 compose=deploy/docker-compose.yml
 run_case "a client option with a dash for an underscore" $compose \
   's/--random_rows=/--random-rows=/' 'docker-compose.yml client: .* exited 2'
-run_case "a dtype pkserve-cli does not know" $compose 's/--dtype=bfloat16/--dtype=bf16/' \
+run_case "a dtype pkserve-cli does not know" $compose 's/--dtype=bfloat16/--dtype=float16/' \
   'docker-compose.yml client: .* exited 2'
 run_case "a server flag that does not exist" deploy/docker/Dockerfile.cpu \
   's/--drain_timeout_s=20/--drain_timeout=20/' 'Dockerfile.cpu: pkserve .* did not start'
