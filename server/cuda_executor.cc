@@ -4,6 +4,8 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +18,8 @@
 #include "absl/time/clock.h"
 #include "kernels/cuda/cuda_resources.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/lookup_launch.h"
+#include "server/memory_store.h"
 #include "spdlog/spdlog.h"
 
 namespace pkserve {
@@ -39,6 +43,37 @@ struct Layout {
     end = slots_offset + rows * problem.kk() * sizeof(uint32_t);
   }
 };
+
+// Staging layout of one lookup batch, the same on the host and on the device: scores, the
+// top-k's values (device only: a lookup does not return them), then slots, weights, row
+// validity and outputs, which leave in one copy. Each region starts on a 256-byte boundary.
+struct LookupLayout {
+  size_t scores = 0;  // bytes
+  size_t values_offset = 0;
+  size_t slots_offset = 0;
+  size_t weights_offset = 0;
+  size_t valid_offset = 0;
+  size_t outputs_offset = 0;
+  size_t end = 0;
+
+  LookupLayout(const pk::LookupProblem& lookup, size_t rows) {
+    const pk::Problem& topk = lookup.topk;
+    const size_t pairs = rows * topk.kk();
+    scores = rows * topk.row_bytes();
+    values_offset = Layout::Up(scores);
+    slots_offset = values_offset + Layout::Up(rows * topk.out_value_bytes());
+    weights_offset = slots_offset + Layout::Up(pairs * sizeof(uint32_t));
+    valid_offset = weights_offset + Layout::Up(pairs * sizeof(float));
+    outputs_offset = valid_offset + Layout::Up(rows);
+    end = outputs_offset + rows / lookup.heads * lookup.output_row_bytes();
+  }
+};
+
+// The table is copied to each device through two pinned chunks of this size, one filled from
+// the mapping while the other goes to the device.
+constexpr size_t kTableChunk = size_t{32} << 20;
+// Device memory left free after the tables, for the lanes' kernels and the CUDA runtime.
+constexpr size_t kDeviceHeadroom = size_t{256} << 20;
 
 // The one conversion of the CUDA layer's errors (kernels/cuda/cuda_resources.h) to a status:
 // `code` with the device's ordinal before the message.
@@ -112,6 +147,16 @@ struct CudaExecutor::Device {
   std::string name;
   std::optional<pk::cuda::TopKLauncher> launcher;
   std::atomic<bool> failed{false};
+  // Each hosted memory's table on this device; filled by AddMemory before lookups are served,
+  // read without a lock after.
+  std::vector<std::pair<const HostedMemory*, pk::cuda::DeviceBuffer>> tables;
+
+  const std::byte* Table(const HostedMemory* memory) const {
+    for (const auto& [held, buffer] : tables) {
+      if (held == memory) return buffer.data();
+    }
+    return nullptr;
+  }
 };
 
 struct CudaExecutor::Lane {
@@ -167,6 +212,21 @@ class CudaExecutor::CudaBatch final : public Batch {
                         rows * problem.kk())),
         executor_(executor),
         lane_(lane) {}
+  // A lookup batch.
+  CudaBatch(CudaExecutor& executor, Lane& lane, const LookupSpec& spec, size_t rows,
+            const LookupLayout& layout)
+      : Batch(spec.problem.topk, rows, std::span(lane.host.data(), layout.scores), {},
+              std::span(reinterpret_cast<uint32_t*>(lane.host.data() + layout.slots_offset),
+                        rows * spec.problem.topk.kk())),
+        executor_(executor),
+        lane_(lane) {
+    SetLookup(spec,
+              std::span(reinterpret_cast<float*>(lane.host.data() + layout.weights_offset),
+                        rows * spec.problem.topk.kk()),
+              std::span(reinterpret_cast<uint8_t*>(lane.host.data() + layout.valid_offset), rows),
+              std::span(lane.host.data() + layout.outputs_offset,
+                        rows / spec.problem.heads * spec.problem.output_row_bytes()));
+  }
   ~CudaBatch() override { executor_.ReleaseLane(lane_.index); }
 
   Lane& lane() const { return lane_; }
@@ -280,6 +340,106 @@ absl::StatusOr<std::unique_ptr<Batch>> CudaExecutor::NewBatch(const pk::Problem&
     return absl::InternalError(absl::StrCat(
         "batch of ", rows, " rows, a lane's staging holds 1 to ", max_batch_rows(problem)));
   }
+  Lane* chosen = TakeLane();
+  if (chosen == nullptr) {
+    return absl::InternalError(absl::StrCat("all ", lanes_.size(), " CUDA lanes are in use"));
+  }
+  return std::make_unique<CudaBatch>(*this, *chosen, problem, rows, Layout(problem, rows));
+}
+
+size_t CudaExecutor::max_lookup_batch_rows(const LookupSpec& spec) const {
+  const pk::LookupProblem& lookup = spec.problem;
+  const size_t heads = lookup.heads;
+  // Start from the bytes a score row needs, then step down to a layout that fits.
+  const size_t row_bytes = lookup.topk.row_bytes() + lookup.topk.out_value_bytes() +
+                           size_t{lookup.topk.kk()} * (sizeof(uint32_t) + sizeof(float)) + 1 +
+                           (lookup.output_row_bytes() + heads - 1) / heads;
+  size_t rows = std::max(heads, options_.staging_bytes / row_bytes / heads * heads);
+  while (rows > heads && LookupLayout(lookup, rows).end > options_.staging_bytes) rows -= heads;
+  return rows;
+}
+
+absl::StatusOr<std::unique_ptr<Batch>> CudaExecutor::NewLookupBatch(const LookupSpec& spec,
+                                                                    size_t rows) {
+  const size_t heads = spec.problem.heads;
+  if (rows < heads || rows % heads != 0 || rows > max_lookup_batch_rows(spec)) {
+    return absl::InternalError(absl::StrCat("lookup batch of ", rows,
+                                            " rows, a lane's staging holds ", heads, " to ",
+                                            max_lookup_batch_rows(spec), " in multiples of ",
+                                            heads));
+  }
+  Lane* chosen = TakeLane();
+  if (chosen == nullptr) {
+    return absl::InternalError(absl::StrCat("all ", lanes_.size(), " CUDA lanes are in use"));
+  }
+  return std::make_unique<CudaBatch>(*this, *chosen, spec, rows,
+                                     LookupLayout(spec.problem, rows));
+}
+
+absl::Status CudaExecutor::AddMemory(const HostedMemory& memory) {
+  for (auto& device : devices_) {
+    if (absl::Status copied = CopyTable(memory, *device); !copied.ok()) return copied;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::CopyTable(const HostedMemory& memory, Device& device) {
+  const pk::ValuesView table = memory.values();
+  const size_t bytes = memory.layout().data_bytes;
+  if (const cudaError_t error = cudaSetDevice(device.ordinal); error != cudaSuccess) {
+    return CudaError(error, "selecting the device", device.ordinal);
+  }
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  if (const cudaError_t error = cudaMemGetInfo(&free_bytes, &total_bytes); error != cudaSuccess) {
+    return CudaError(error, "reading its free memory", device.ordinal);
+  }
+  if (bytes + kDeviceHeadroom > free_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cuda device ", device.ordinal, ": the table of ", bytes >> 20, " MiB does not fit: ",
+        free_bytes >> 20, " MiB of ", total_bytes >> 20, " MiB are free, and ",
+        kDeviceHeadroom >> 20, " MiB stay free for the kernels (fewer or smaller memories, "
+        "or a device with more memory)"));
+  }
+  pk::cuda::DeviceBuffer on_device;
+  if (absl::Status made = Take(pk::cuda::AllocateDevice(bytes), device.ordinal, &on_device);
+      !made.ok()) {
+    return made;
+  }
+  pk::cuda::Stream stream;
+  if (absl::Status made = Take(pk::cuda::CreateStream(), device.ordinal, &stream); !made.ok()) {
+    return made;
+  }
+  std::array<pk::cuda::PinnedBuffer, 2> chunks;
+  std::array<pk::cuda::Event, 2> copied;
+  for (int i = 0; i < 2; ++i) {
+    absl::Status made = Take(pk::cuda::AllocatePinned(std::min(bytes, kTableChunk)),
+                             device.ordinal, &chunks[i]);
+    if (made.ok()) made = Take(pk::cuda::CreateEvent(), device.ordinal, &copied[i]);
+    if (!made.ok()) return made;
+  }
+  // Chunk i is filled from the mapping once its previous copy to the device is done.
+  cudaError_t error = cudaSuccess;
+  bool used[2] = {false, false};
+  size_t chunk = 0;
+  for (size_t begin = 0; begin < bytes && error == cudaSuccess; begin += kTableChunk, chunk ^= 1) {
+    const size_t size = std::min(kTableChunk, bytes - begin);
+    if (used[chunk]) error = cudaEventSynchronize(copied[chunk].get());
+    if (error != cudaSuccess) break;
+    std::memcpy(chunks[chunk].data(), table.data + begin, size);
+    error = cudaMemcpyAsync(on_device.data() + begin, chunks[chunk].data(), size,
+                            cudaMemcpyHostToDevice, stream.get());
+    if (error == cudaSuccess) error = cudaEventRecord(copied[chunk].get(), stream.get());
+    used[chunk] = true;
+  }
+  const cudaError_t synced = cudaStreamSynchronize(stream.get());
+  if (error == cudaSuccess) error = synced;
+  if (error != cudaSuccess) return CudaError(error, "copying a table", device.ordinal);
+  device.tables.emplace_back(&memory, std::move(on_device));
+  return absl::OkStatus();
+}
+
+CudaExecutor::Lane* CudaExecutor::TakeLane() {
   Lane* chosen = nullptr;
   {
     absl::MutexLock lock(&mu_);
@@ -301,10 +461,7 @@ absl::StatusOr<std::unique_ptr<Batch>> CudaExecutor::NewBatch(const pk::Problem&
       }
     }
   }
-  if (chosen == nullptr) {
-    return absl::InternalError(absl::StrCat("all ", lanes_.size(), " CUDA lanes are in use"));
-  }
-  return std::make_unique<CudaBatch>(*this, *chosen, problem, rows, Layout(problem, rows));
+  return chosen;
 }
 
 void CudaExecutor::ReleaseLane(int index) {
@@ -366,32 +523,64 @@ BatchOutcome CudaExecutor::RunOnLane(Lane& lane, Batch& batch) {
             absl::ZeroDuration()};
   }
   const pk::Problem& problem = batch.problem();
-  const Layout layout(problem, batch.rows());
+  const LookupSpec* lookup = batch.lookup();
+  // Where the regions lie: a top-k copies out values and slots, a lookup slots to outputs.
+  size_t scores_bytes = 0;
+  size_t values_offset = 0;
+  size_t slots_offset = 0;
+  size_t out_offset = 0;
+  size_t end = 0;
+  if (lookup != nullptr) {
+    const LookupLayout layout(lookup->problem, batch.rows());
+    scores_bytes = layout.scores;
+    values_offset = layout.values_offset;
+    slots_offset = layout.slots_offset;
+    out_offset = layout.slots_offset;
+    end = layout.end;
+  } else {
+    const Layout layout(problem, batch.rows());
+    scores_bytes = layout.scores;
+    values_offset = layout.values_offset;
+    slots_offset = layout.slots_offset;
+    out_offset = layout.values_offset;
+    end = layout.end;
+  }
   const cudaStream_t stream = lane.stream.get();
   std::byte* on_device = lane.on_device.data();
 
   cudaError_t error = cudaEventRecord(lane.start.get(), stream);
   // The copy in, in chunks: while the device pulls one chunk out of the pinned staging, this
   // thread gathers the next one from the requests.
-  for (size_t begin = 0; begin < layout.scores && error == cudaSuccess; begin += kCopyInChunk) {
-    const size_t end = std::min(layout.scores, begin + kCopyInChunk);
-    batch.GatherScores(begin, end);
-    error = cudaMemcpyAsync(on_device + begin, lane.host.data() + begin, end - begin,
+  for (size_t begin = 0; begin < scores_bytes && error == cudaSuccess; begin += kCopyInChunk) {
+    const size_t chunk_end = std::min(scores_bytes, begin + kCopyInChunk);
+    batch.GatherScores(begin, chunk_end);
+    error = cudaMemcpyAsync(on_device + begin, lane.host.data() + begin, chunk_end - begin,
                             cudaMemcpyHostToDevice, stream);
   }
+  auto* slots = reinterpret_cast<uint32_t*>(on_device + slots_offset);
   if (error == cudaSuccess) {
-    error = device.launcher->Launch(problem, on_device, batch.rows(),
-                                    on_device + layout.values_offset,
-                                    reinterpret_cast<uint32_t*>(on_device + layout.slots_offset),
-                                    stream);
+    error = device.launcher->Launch(problem, on_device, batch.rows(), on_device + values_offset,
+                                    slots, stream);
+  }
+  if (error == cudaSuccess && lookup != nullptr) {
+    const LookupLayout layout(lookup->problem, batch.rows());
+    pk::ValuesView table = lookup->memory->values();
+    table.data = device.Table(lookup->memory);
+    error = table.data == nullptr
+                ? cudaErrorInvalidValue  // AddMemory was not called for it: a bug
+                : pk::cuda::LaunchLookup(
+                      lookup->problem, table, on_device, slots, batch.rows(),
+                      reinterpret_cast<float*>(on_device + layout.weights_offset),
+                      reinterpret_cast<uint8_t*>(on_device + layout.valid_offset),
+                      on_device + layout.outputs_offset, stream);
   }
   if (error == cudaSuccess) {
-    error = cudaMemcpyAsync(lane.host.data() + layout.values_offset, on_device + layout.values_offset,
-                            layout.end - layout.values_offset, cudaMemcpyDeviceToHost, stream);
+    error = cudaMemcpyAsync(lane.host.data() + out_offset, on_device + out_offset, end - out_offset,
+                            cudaMemcpyDeviceToHost, stream);
   }
   if (error == cudaSuccess) error = cudaEventRecord(lane.stop.get(), stream);
   if (error == cudaSuccess) {
-    error = WaitForEvent(lane.stop.get(), layout.scores < kLatencyBatchBytes
+    error = WaitForEvent(lane.stop.get(), scores_bytes < kLatencyBatchBytes
                                                ? kSpinForBatch
                                                : std::chrono::microseconds::zero());
   } else {

@@ -10,6 +10,11 @@
 // by then), then sleeps until the device finishes; a lane with a large batch sleeps at once, so
 // that at high throughput the lanes leave the host's cores to gRPC.
 //
+// Lookups: each hosted memory's table is copied once to every device (AddMemory) and read there;
+// a lookup batch runs the top-k, then the weights and the weighted sum (kernels/cuda/
+// lookup_launch.h) on the same stream, its slots never leaving the device, and copies out the
+// slots, weights and outputs in one piece.
+//
 // A CUDA error fails the batch with INTERNAL and is logged. An error that leaves the device's
 // context unusable (a kernel fault, a lost device) takes every lane of that device out of
 // service: later batches go to the other devices, and with none left every batch fails with
@@ -54,6 +59,12 @@ class CudaExecutor final : public Executor {
   int concurrent_batches() const override { return static_cast<int>(lanes_.size()); }
   size_t max_batch_rows(const pk::Problem& problem) const override;
   absl::StatusOr<std::unique_ptr<Batch>> NewBatch(const pk::Problem& problem, size_t rows) override;
+  // Copies the memory's table to every device (in pinned chunks), after checking it fits each
+  // one; FAILED_PRECONDITION with the sizes when it does not.
+  absl::Status AddMemory(const HostedMemory& memory) override;
+  size_t max_lookup_batch_rows(const LookupSpec& spec) const override;
+  absl::StatusOr<std::unique_ptr<Batch>> NewLookupBatch(const LookupSpec& spec,
+                                                        size_t rows) override;
   void Submit(std::unique_ptr<Batch> batch, BatchDone done) override;
   bool healthy() const override;
 
@@ -66,6 +77,10 @@ class CudaExecutor final : public Executor {
   // A lane's pinned and device staging of `staging_bytes` each, its stream and its two events, on
   // the current device (`device`); errors are INTERNAL and name the device and the CUDA error.
   static absl::Status MakeLaneResources(size_t staging_bytes, int device, Lane& lane);
+  // A free lane, marked in use, or null (see lane_order_).
+  Lane* TakeLane();
+  // Copies `memory`'s table to `device`.
+  absl::Status CopyTable(const HostedMemory& memory, Device& device);
   void ReleaseLane(int index);
   // The lane's thread ("pk-cuda-lane"): runs each batch handed to the lane, then completes it.
   void LaneLoop(Lane& lane);
