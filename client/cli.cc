@@ -539,6 +539,10 @@ int Main(int argc, char** argv) {
        "Checks the server's health (grpc.health.v1); exit status 0 when SERVING, 1 otherwise.",
        kHealthOptions, false, RunHealth},
   };
+  if (argc >= 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("pkserve-cli %s\n", PKSERVE_VERSION);
+    return kExitOk;
+  }
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
       std::strcmp(argv[1], "help") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);

@@ -477,6 +477,9 @@ TEST(Cli, HelpAndUsageErrors) {
   EXPECT_EQ(RunCli("info --help").exit_code, 0);
   EXPECT_EQ(RunCli("health --help").exit_code, 0);
   EXPECT_EQ(RunCli("--help").exit_code, 0);
+  run = RunCli("--version");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("pkserve-cli " PKSERVE_VERSION), std::string::npos) << run.output;
   run = RunCli("topk --widths=64,64 --no_such_option=1");
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("unknown option --no_such_option"), std::string::npos) << run.output;
