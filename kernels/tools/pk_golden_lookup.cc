@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/parallel_topk.h"
+#include "kernels/tools/golden_args.h"
 #include "kernels/golden/lookup_golden.h"
 #if PK_HAVE_CUDA
 #include "kernels/cuda/lookup_cuda.h"
@@ -38,52 +39,17 @@ struct Backend {
   RunBackend run;
 };
 
-int Usage(const char* message) {
-  std::fprintf(stderr,
-               "%s\nusage: pk-golden-lookup FILE [--backend cpu|cuda|all] [--threads N]\n"
-               "  Checks every golden lookup case against the chosen backends (default cpu).\n"
-               "  all: the CPU and, where built and a device is usable, CUDA.\n",
-               message);
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string path;
-  std::string backend_choice = "cpu";
-  int threads = 1;
-  for (int a = 1; a < argc; ++a) {
-    const std::string arg = argv[a];
-    auto value = [&](const char* flag) -> const char* {
-      const size_t length = std::strlen(flag);
-      if (arg.compare(0, length, flag) == 0 && arg.size() > length && arg[length] == '=') {
-        return argv[a] + length + 1;
-      }
-      if (arg == flag && a + 1 < argc) return argv[++a];
-      return nullptr;
-    };
-    if (arg == "--help" || arg == "-h") {
-      Usage("pk-golden-lookup: checks backends against golden lookup cases");
-      return 0;
-    }
-    if (const char* v = value("--backend")) {
-      backend_choice = v;
-    } else if (const char* v = value("--threads")) {
-      threads = std::atoi(v);
-      if (threads < 1 || threads > 1024) return Usage("--threads must be in [1, 1024]");
-    } else if (!arg.empty() && arg[0] == '-') {
-      return Usage(("unknown option " + arg).c_str());
-    } else if (path.empty()) {
-      path = arg;
-    } else {
-      return Usage("only one FILE may be given");
-    }
+  pk::tools::GoldenArgs args;
+  if (const int exit = pk::tools::ParseGoldenArgs(argc, argv, "pk-golden-lookup", "checks every golden lookup case against the chosen backends", &args);
+      exit >= 0) {
+    return exit;
   }
-  if (path.empty()) return Usage("missing FILE");
-  if (backend_choice != "cpu" && backend_choice != "cuda" && backend_choice != "all") {
-    return Usage(("--backend must be cpu, cuda or all, got " + backend_choice).c_str());
-  }
+  const std::string& path = args.path;
+  const std::string& backend_choice = args.backend;
+  const int threads = args.threads;
 
   std::vector<Backend> backends;
   pk::cpu::ParallelTopK cpu(threads, 1);
