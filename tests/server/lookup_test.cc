@@ -270,6 +270,30 @@ TEST_F(LookupTest, RequestsSplitAcrossBatchesAndConcurrentCallersGetTheSameBits)
   for (auto& caller : callers) EXPECT_EQ(caller.get(), "");
 }
 
+TEST_F(LookupTest, MetricsCountOutputsAndValueBytesByMemory) {
+  std::unique_ptr<Server> server = Start(LoopbackConfig());
+  auto stub = testing::NewStub(*server);
+  std::mt19937_64 engine(7);
+  for (int i = 0; i < 3; ++i) {  // 3 x 8 rows of heads 4: 6 outputs, 24 rows x 16 slots read
+    const v1::LookupRequest request =
+        RandomLookup("wide", wide_.widths(), 16, pk::DType::kBFloat16, 8, 4, engine);
+    grpc::ClientContext context;
+    v1::LookupResponse response;
+    ASSERT_TRUE(stub->Lookup(&context, request, &response).ok());
+  }
+  const std::string text = server->RenderMetrics();
+  const auto has = [&text](const std::string& line) {
+    return absl::StrContains(text, line + "\n");
+  };
+  EXPECT_TRUE(has("pkserve_lookup_outputs_total{memory=\"wide\"} 6")) << text;
+  EXPECT_TRUE(has("pkserve_lookup_outputs_total{memory=\"small\"} 0")) << text;
+  // 24 rows x 16 slots x 160 values x 2 bytes.
+  EXPECT_TRUE(has("pkserve_memory_value_bytes_read_total{memory=\"wide\"} 122880")) << text;
+  EXPECT_TRUE(has("pkserve_memory_bytes{memory=\"wide\"} 1310720")) << text;
+  EXPECT_TRUE(has("pkserve_requests_total{rpc=\"Lookup\",code=\"OK\"} 3")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "pkserve_memory_load_seconds{memory=\"small\"} ")) << text;
+}
+
 TEST_F(LookupTest, LookupStreamAnswersInOrderWithAnErrorInItsPlace) {
   std::unique_ptr<Server> server = Start(LoopbackConfig());
   auto stub = testing::NewStub(*server);

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -186,6 +188,45 @@ TEST(MemoryStore, FilesThatCannotBeReadAndRepeatedNamesStopTheStart) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>((*store)->Find("m")->values().data) % 4, 0u);
   EXPECT_EQ((*store)->Find("m")->values().data[0], std::byte{1});
   std::remove(path);
+}
+
+TEST(MakeMemory, WritesFilesTheStoreOpensWithTheAskedLayout) {
+  char directory[] = "/tmp/pk-make-memory-XXXXXX";
+  ASSERT_NE(mkdtemp(directory), nullptr);
+  const std::string safetensors = std::string(directory) + "/m.safetensors";
+  const std::string npy = std::string(directory) + "/m.npy";
+  ASSERT_EQ(std::system((std::string(PKSERVE_MAKE_MEMORY) + " --out=" + safetensors +
+                         " --widths=8x4x2 --dim=3 --dtype=float32 >/dev/null")
+                            .c_str()),
+            0);
+  ASSERT_EQ(std::system((std::string(PKSERVE_MAKE_MEMORY) + " --out=" + npy +
+                         " --widths=16x16 --dim=5 --dtype=bf16 >/dev/null")
+                            .c_str()),
+            0);
+  absl::StatusOr<std::unique_ptr<MemoryStore>> store = MemoryStore::Open(
+      {{MemorySpec{"a", safetensors, {}}, MemorySpec{"b", npy, {16, 16}}}});
+  ASSERT_TRUE(store.ok()) << store.status();
+  const MemoryLayout& a = (*store)->Find("a")->layout();
+  EXPECT_EQ(a.factor_widths, (std::vector<uint32_t>{8, 4, 2}));
+  EXPECT_EQ(a.slots, 64u);
+  EXPECT_EQ(a.dim, 3u);
+  EXPECT_EQ(a.dtype, pk::DType::kFloat32);
+  const MemoryLayout& b = (*store)->Find("b")->layout();
+  EXPECT_EQ(b.slots, 256u);
+  EXPECT_EQ(b.dtype, pk::DType::kBFloat16);
+  // Random values, not zeros.
+  const pk::ValuesView values = (*store)->Find("a")->values();
+  float first = 0;
+  std::memcpy(&first, values.data, sizeof first);
+  EXPECT_NE(first, 0.0f);
+  EXPECT_NE(std::system((std::string(PKSERVE_MAKE_MEMORY) + " --out=" + safetensors +
+                         " --widths=16 2>/dev/null")
+                            .c_str()),
+            0)
+      << "one factor is not a product-key layout";
+  std::remove(safetensors.c_str());
+  std::remove(npy.c_str());
+  rmdir(directory);
 }
 
 }  // namespace
