@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/lookup_launch.h"
 #include "kernels/lookup/weights.h"
@@ -87,24 +89,24 @@ struct SumParams {
   const uint32_t* slots;
   const float* weights;
   std::byte* out;
-  uint32_t pairs;     // per output
+  uint32_t pairs;  // per output
   uint32_t dim;
-  uint32_t tiles;     // column tiles per output (blocks per output)
-  uint32_t prefetch;  // 1: a thread asks L2 for all of a chunk's values before summing them
+  uint32_t tiles;  // column tiles per output (blocks per output)
 };
 
-// Grids below this many blocks a multiprocessor prefetch (a small batch: few warps, so the
-// loads a warp keeps in flight by unrolling do not cover the memory latency).
-constexpr size_t kPrefetchBelowBlocksPerSm = 4;
+// Grids of the streaming kernel below this many blocks a multiprocessor go to the staged kernel
+// instead (a small batch: too few warps for the loads a warp keeps in flight by unrolling to cover
+// the memory latency).
+constexpr size_t kStagedBelowBlocksPerSm = 4;
 constexpr int kUnroll = 8;  // pairs whose loads are issued before their fmas
 
-__device__ __forceinline__ void PrefetchToL2(const void* at) {
-#if defined(PK_CUDA_EMULATION)
-  (void)at;
-#else
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
-#endif
-}
+// The staged kernel: a block per (output, 32-column tile); all its threads load a chunk of the
+// output's value-row pieces into shared memory at once (every load independent, so one memory
+// latency a chunk instead of one per kUnroll pairs), then one warp runs the tile's 32 column
+// chains from shared memory.
+constexpr uint32_t kStagedColumns = 32;   // a warp's chains
+constexpr uint32_t kStagedThreads = 256;  // threads that load a chunk
+constexpr uint32_t kStagedPairs = 128;    // pairs a chunk: 128 x 32 floats = 16 KiB of shared
 
 template <class V>
 __device__ __forceinline__ float Widen(V x) {
@@ -149,8 +151,7 @@ __device__ __forceinline__ void StoreOutput(O* at, float acc) {
 
 // A block per (output, column tile): the output's pairs staged kPairChunk at a time; thread t of
 // tile g owns columns [(g * blockDim.x + t) * kVec, + kVec); per column acc = fma(w, v, acc)
-// over the pairs in order. kUnroll pairs' loads are issued before their fmas (more in flight);
-// small grids first ask L2 for the whole chunk.
+// over the pairs in order. kUnroll pairs' loads are issued before their fmas (more in flight).
 template <class V, class O, int kVec>
 __global__ void __launch_bounds__(kMaxSumThreads) WeightedSumKernel(
     const __grid_constant__ SumParams p) {
@@ -175,9 +176,6 @@ __global__ void __launch_bounds__(kMaxSumThreads) WeightedSumKernel(
     }
     __syncthreads();
     if (!active) continue;
-    if (p.prefetch) {
-      for (uint32_t j = 0; j < count; ++j) PrefetchToL2(values + size_t{chunk_slots[j]} * p.dim);
-    }
     uint32_t j = 0;
     for (; j + kUnroll <= count; j += kUnroll) {
       float v[kUnroll][kVec];
@@ -206,6 +204,49 @@ __global__ void __launch_bounds__(kMaxSumThreads) WeightedSumKernel(
   for (int e = 0; e < kVec; ++e) StoreOutput(out + e, acc[e]);
 }
 
+// The staged kernel (above kStagedColumns): per column the same fma chain over the pairs in
+// order as WeightedSumKernel, so the same bits. kVec: values a load reads (kVec > 1 only where
+// dim % kVec == 0 and the table is 16-byte aligned, so a load never crosses the tile's end).
+template <class V, class O, int kVec>
+__global__ void __launch_bounds__(kStagedThreads) StagedSumKernel(
+    const __grid_constant__ SumParams p) {
+  float* staged = reinterpret_cast<float*>(LookupShared());  // [kStagedPairs][kStagedColumns]
+  float* chunk_weights = staged + kStagedPairs * kStagedColumns;
+  const size_t output = blockIdx.x / p.tiles;
+  const uint32_t first_column = (blockIdx.x % p.tiles) * kStagedColumns;
+  const uint32_t columns =
+      p.dim - first_column < kStagedColumns ? p.dim - first_column : kStagedColumns;
+  const uint32_t* slots = p.slots + output * p.pairs;
+  const float* weights = p.weights + output * p.pairs;
+  const V* values = reinterpret_cast<const V*>(p.values) + first_column;
+  constexpr uint32_t kPieces = kStagedColumns / kVec;  // loads a staged row
+  const uint32_t column = threadIdx.x;                 // the chain this thread runs, if < columns
+  float acc = 0.0f;
+  for (uint32_t first = 0; first < p.pairs; first += kStagedPairs) {
+    const uint32_t count = p.pairs - first < kStagedPairs ? p.pairs - first : kStagedPairs;
+    __syncthreads();  // the previous chunk is read by every chain
+    for (uint32_t i = threadIdx.x; i < count * kPieces; i += blockDim.x) {
+      const uint32_t j = i / kPieces;
+      const uint32_t piece_column = (i % kPieces) * kVec;
+      if (piece_column == 0) chunk_weights[j] = weights[first + j];
+      if (piece_column >= columns) continue;
+      float v[kVec];
+      LoadValues<V, kVec>(values + size_t{slots[first + j]} * p.dim + piece_column, v);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) staged[j * kStagedColumns + piece_column + e] = v[e];
+    }
+    __syncthreads();
+    if (column >= columns) continue;
+#pragma unroll 8
+    for (uint32_t j = 0; j < count; ++j) {
+      acc = Fma(chunk_weights[j], staged[j * kStagedColumns + column], acc);
+    }
+  }
+  if (column < columns) {
+    StoreOutput(reinterpret_cast<O*>(p.out) + output * p.dim + first_column + column, acc);
+  }
+}
+
 // Multiprocessors of the device current at the first launch (the hosts have one GPU model).
 int Multiprocessors() {
   static const int count = [] {
@@ -220,6 +261,20 @@ int Multiprocessors() {
   return count;
 }
 
+// Which weighted-sum kernel a launch takes: by the grid's size, unless the environment forces one
+// for tests (PK_LOOKUP_SUM_KERNEL=streaming or staged; read once), so that the differential tests
+// cover both kernels on every shape.
+enum class SumKernel { kBySize, kStreaming, kStaged };
+SumKernel ForcedSumKernel() {
+  static const SumKernel forced = [] {
+    const char* name = std::getenv("PK_LOOKUP_SUM_KERNEL");
+    if (name != nullptr && std::strcmp(name, "streaming") == 0) return SumKernel::kStreaming;
+    if (name != nullptr && std::strcmp(name, "staged") == 0) return SumKernel::kStaged;
+    return SumKernel::kBySize;
+  }();
+  return forced;
+}
+
 template <class V, class O, int kVec>
 cudaError_t LaunchSum(SumParams params, size_t outputs, cudaStream_t stream) {
   // Threads to cover a row; then halve the block while the grid would leave multiprocessors idle
@@ -230,10 +285,22 @@ cudaError_t LaunchSum(SumParams params, size_t outputs, cudaStream_t stream) {
   auto blocks = [&](uint32_t t) { return outputs * ((needed + t - 1) / t); };
   while (threads > kMinSumThreads && blocks(threads) < 2 * size_t(Multiprocessors())) threads /= 2;
   params.tiles = (needed + threads - 1) / threads;
-  const size_t grid = outputs * params.tiles;
-  params.prefetch = grid < kPrefetchBelowBlocksPerSm * size_t(Multiprocessors()) ? 1 : 0;
-  if (grid > kGridLimit) return cudaErrorInvalidConfiguration;
+  size_t grid = outputs * params.tiles;
   void* arguments[] = {&params};
+  const SumKernel forced = ForcedSumKernel();
+  const bool staged = forced == SumKernel::kBySize
+                          ? grid < kStagedBelowBlocksPerSm * size_t(Multiprocessors())
+                          : forced == SumKernel::kStaged;
+  if (staged) {
+    params.tiles = (params.dim + kStagedColumns - 1) / kStagedColumns;
+    grid = outputs * params.tiles;
+    if (grid > kGridLimit) return cudaErrorInvalidConfiguration;
+    return cudaLaunchKernel(StagedSumKernel<V, O, kVec>, dim3(static_cast<unsigned>(grid)),
+                            dim3(kStagedThreads), arguments,
+                            (kStagedPairs * kStagedColumns + kStagedPairs) * sizeof(float),
+                            stream);
+  }
+  if (grid > kGridLimit) return cudaErrorInvalidConfiguration;
   return cudaLaunchKernel(WeightedSumKernel<V, O, kVec>, dim3(static_cast<unsigned>(grid)),
                           dim3(threads), arguments, kPairChunk * 8, stream);
 }
@@ -268,7 +335,7 @@ cudaError_t LaunchWeightedSum(const LookupProblem& problem, const ValuesView& de
                               std::byte* out, cudaStream_t stream) {
   if (outputs == 0) return cudaSuccess;
   SumParams params{device_values.data, slots, weights, out, problem.pairs_per_output(),
-                   problem.dim, 1, 0};
+                   problem.dim, 1};
   const bool bf16_values = problem.value_dtype == DType::kBFloat16;
   const bool bf16_out = problem.output_dtype == DType::kBFloat16;
   if (bf16_values) {

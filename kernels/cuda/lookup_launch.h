@@ -4,9 +4,13 @@
 //
 // LaunchLookup only enqueues work: it allocates nothing, copies nothing and never synchronizes.
 // Two kernels: the weights (a warp per score row, weights.h's functions, the in-order sum Z by
-// one lane), then the weighted sum (a block per output and column tile, the output's pairs staged
-// in shared memory, each thread a few columns read with 16-byte loads where rows allow, each
-// column one fma chain in the contract's order). The same bits as the CPU backend.
+// one lane), then the weighted sum, each column one fma chain in the contract's order: for
+// large batches a block per output and column tile streams the value rows (each thread a few
+// columns read with 16-byte loads where rows allow, several pairs' loads in flight); for small
+// ones (a grid under 4 blocks a multiprocessor) a block per output and 32 columns first loads a
+// chunk of its value-row pieces into shared memory with every load in flight at once, then a
+// warp runs the 32 chains from there. The same bits as the CPU backend, either way
+// (PK_LOOKUP_SUM_KERNEL=streaming|staged forces one, for tests).
 #pragma once
 
 #include <cuda_runtime.h>
