@@ -31,7 +31,7 @@ step golden_topk 120 "$kbin/pk-golden" "$root/tests/data/golden_cases.bin" --bac
 step diff_topk 90 "$kbin/pk-cuda-diff" --problems 200
 step golden_lookup 120 "$kbin/pk-golden-lookup" "$root/tests/data/lookup_cases.bin" --backend all
 step diff_lookup 90 "$kbin/pk-lookup-diff" --problems 200
-for kernel in streaming staged; do  # each weighted-sum kernel on every shape
+for kernel in streaming staged fused; do  # each weighted-sum kernel on every shape
   PK_LOOKUP_SUM_KERNEL=$kernel step "golden_lookup_$kernel" 60 \
     "$kbin/pk-golden-lookup" "$root/tests/data/lookup_cases.bin" --backend cuda
   PK_LOOKUP_SUM_KERNEL=$kernel step "diff_lookup_$kernel" 90 "$kbin/pk-lookup-diff" --problems 100

@@ -45,22 +45,18 @@ struct WeightsParams {
   size_t row_bytes;
 };
 
-// A warp per row: lanes recompute the scores and their terms (strided), the maximum is a
-// butterfly of MaxScore (exact whatever the order; lane 0's is used), lane 0 sums Z in order.
-__global__ void __launch_bounds__(32 * kWeightWarps) LookupWeightsKernel(
-    const __grid_constant__ WeightsParams p) {
-  const unsigned warp = threadIdx.x >> 5;
-  const unsigned lane = threadIdx.x & 31u;
-  const size_t row = size_t{blockIdx.x} * kWeightWarps + warp;
-  if (row >= p.rows) return;  // the whole warp
-  float* terms = reinterpret_cast<float*>(LookupShared()) + warp * kMaxK;
-  const uint32_t kk = p.shape.kk;
-  const std::byte* scores = p.scores + row * p.row_bytes;
-  const uint32_t* slots = p.slots + row * kk;
-  float* weights = p.weights + row * kk;
+// One row's weights by one warp (every lane calls it): lanes recompute the scores and their
+// terms (strided) into `terms` (kk floats of the warp's shared scratch), the maximum is a
+// butterfly of MaxScore (exact whatever the order; lane 0's is used), lane 0 sums Z in order,
+// and the kk weights go to `weights` (global or shared memory). Returns whether the row's
+// maximum is finite (in every lane); when it is not, the weights are 0.
+__device__ __forceinline__ bool WarpRowWeights(const ScoreShape& shape, const std::byte* scores,
+                                               const uint32_t* slots, float* terms,
+                                               float* weights, unsigned lane) {
+  const uint32_t kk = shape.kk;
   float m = NegativeInfinity();
   for (uint32_t i = lane; i < kk; i += 32) {
-    const float s = SlotScore(p.shape, scores, slots[i]);
+    const float s = SlotScore(shape, scores, slots[i]);
     terms[i] = s;
     m = MaxScore(m, s);
   }
@@ -70,18 +66,31 @@ __global__ void __launch_bounds__(32 * kWeightWarps) LookupWeightsKernel(
   m = __shfl_sync(kAllLanes, m, 0);
   if (!IsFiniteFloat(m)) {
     for (uint32_t i = lane; i < kk; i += 32) weights[i] = 0.0f;
-    if (lane == 0) p.row_valid[row] = 0;
-    return;
+    return false;
   }
   for (uint32_t i = lane; i < kk; i += 32) terms[i] = WeightTerm(terms[i], m);
   __syncwarp();
   float z = 0.0f;
   if (lane == 0) {
     for (uint32_t i = 0; i < kk; ++i) z = Add(z, terms[i]);
-    p.row_valid[row] = 1;
   }
   z = __shfl_sync(kAllLanes, z, 0);
   for (uint32_t i = lane; i < kk; i += 32) weights[i] = Div(terms[i], z);
+  return true;
+}
+
+// A warp per row (WarpRowWeights).
+__global__ void __launch_bounds__(32 * kWeightWarps) LookupWeightsKernel(
+    const __grid_constant__ WeightsParams p) {
+  const unsigned warp = threadIdx.x >> 5;
+  const unsigned lane = threadIdx.x & 31u;
+  const size_t row = size_t{blockIdx.x} * kWeightWarps + warp;
+  if (row >= p.rows) return;  // the whole warp
+  float* terms = reinterpret_cast<float*>(LookupShared()) + warp * kMaxK;
+  const uint32_t kk = p.shape.kk;
+  const bool valid = WarpRowWeights(p.shape, p.scores + row * p.row_bytes, p.slots + row * kk,
+                                    terms, p.weights + row * kk, lane);
+  if (lane == 0) p.row_valid[row] = valid ? 1 : 0;
 }
 
 struct SumParams {
@@ -247,6 +256,74 @@ __global__ void __launch_bounds__(kStagedThreads) StagedSumKernel(
   }
 }
 
+// The fused kernel of small batches: the staged kernel's blocks (an output and 32 columns) each
+// first compute their output's weights into shared memory, a warp a row (the weights kernel's
+// WarpRowWeights, so the same bits), the first tile of each output also writing them and the
+// rows' validity out; then the staged sum reads them from there. One launch instead of two, for
+// outputs of at most kFusedMaxPairs pairs.
+constexpr uint32_t kFusedMaxPairs = 2048;
+constexpr uint32_t kFusedWarps = kStagedThreads / 32;
+
+struct FusedParams {
+  SumParams sum;
+  WeightsParams weights;  // .rows unused; .weights and .row_valid written by each first tile
+  uint32_t heads;
+};
+
+template <class V, class O, int kVec>
+__global__ void __launch_bounds__(kStagedThreads) FusedLookupKernel(
+    const __grid_constant__ FusedParams p) {
+  float* staged = reinterpret_cast<float*>(LookupShared());  // [kStagedPairs][kStagedColumns]
+  float* pair_weights = staged + kStagedPairs * kStagedColumns;  // [kFusedMaxPairs]
+  float* terms = pair_weights + kFusedMaxPairs;                  // [kFusedWarps][kMaxK]
+  const SumParams& s = p.sum;
+  const size_t output = blockIdx.x / s.tiles;
+  const uint32_t tile = blockIdx.x % s.tiles;
+  const unsigned warp = threadIdx.x >> 5;
+  const unsigned lane = threadIdx.x & 31u;
+  const uint32_t kk = p.weights.shape.kk;
+  for (uint32_t head = warp; head < p.heads; head += kFusedWarps) {
+    const size_t row = output * p.heads + head;
+    const bool valid = WarpRowWeights(p.weights.shape, p.weights.scores + row * p.weights.row_bytes,
+                                      p.weights.slots + row * kk, terms + warp * kMaxK,
+                                      pair_weights + head * kk, lane);
+    if (tile == 0) {
+      for (uint32_t i = lane; i < kk; i += 32) p.weights.weights[row * kk + i] = pair_weights[head * kk + i];
+      if (lane == 0) p.weights.row_valid[row] = valid ? 1 : 0;
+    }
+  }
+  const uint32_t first_column = tile * kStagedColumns;
+  const uint32_t columns =
+      s.dim - first_column < kStagedColumns ? s.dim - first_column : kStagedColumns;
+  const uint32_t* slots = s.slots + output * s.pairs;
+  const V* values = reinterpret_cast<const V*>(s.values) + first_column;
+  constexpr uint32_t kPieces = kStagedColumns / kVec;
+  const uint32_t column = threadIdx.x;
+  float acc = 0.0f;
+  for (uint32_t first = 0; first < s.pairs; first += kStagedPairs) {
+    const uint32_t count = s.pairs - first < kStagedPairs ? s.pairs - first : kStagedPairs;
+    __syncthreads();  // the weights are written; the previous chunk is read by every chain
+    for (uint32_t i = threadIdx.x; i < count * kPieces; i += blockDim.x) {
+      const uint32_t j = i / kPieces;
+      const uint32_t piece_column = (i % kPieces) * kVec;
+      if (piece_column >= columns) continue;
+      float v[kVec];
+      LoadValues<V, kVec>(values + size_t{slots[first + j]} * s.dim + piece_column, v);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) staged[j * kStagedColumns + piece_column + e] = v[e];
+    }
+    __syncthreads();
+    if (column >= columns) continue;
+#pragma unroll 8
+    for (uint32_t j = 0; j < count; ++j) {
+      acc = Fma(pair_weights[first + j], staged[j * kStagedColumns + column], acc);
+    }
+  }
+  if (column < columns) {
+    StoreOutput(reinterpret_cast<O*>(s.out) + output * s.dim + first_column + column, acc);
+  }
+}
+
 // Multiprocessors of the device current at the first launch (the hosts have one GPU model).
 int Multiprocessors() {
   static const int count = [] {
@@ -264,32 +341,53 @@ int Multiprocessors() {
 // Which weighted-sum kernel a launch takes: by the grid's size, unless the environment forces one
 // for tests (PK_LOOKUP_SUM_KERNEL=streaming or staged; read once), so that the differential tests
 // cover both kernels on every shape.
-enum class SumKernel { kBySize, kStreaming, kStaged };
+enum class SumKernel { kBySize, kStreaming, kStaged, kFused };
 SumKernel ForcedSumKernel() {
   static const SumKernel forced = [] {
     const char* name = std::getenv("PK_LOOKUP_SUM_KERNEL");
     if (name != nullptr && std::strcmp(name, "streaming") == 0) return SumKernel::kStreaming;
     if (name != nullptr && std::strcmp(name, "staged") == 0) return SumKernel::kStaged;
+    if (name != nullptr && std::strcmp(name, "fused") == 0) return SumKernel::kFused;
     return SumKernel::kBySize;
   }();
   return forced;
 }
 
-template <class V, class O, int kVec>
-cudaError_t LaunchSum(SumParams params, size_t outputs, cudaStream_t stream) {
-  // Threads to cover a row; then halve the block while the grid would leave multiprocessors idle
-  // (small batches: more, narrower tiles per output).
-  const uint32_t needed = (params.dim + kVec - 1) / kVec;
+// Whether the streaming kernel's grid for `outputs` outputs of `dim` columns (threads as
+// LaunchSum picks them) is too small to cover the memory latency: a small batch.
+template <int kVec>
+bool SmallBatch(uint32_t dim, size_t outputs);
+
+// The streaming kernel's block for `outputs` outputs: threads to cover a row, then halved while
+// the grid would leave multiprocessors idle (small batches: more, narrower tiles per output).
+template <int kVec>
+uint32_t StreamingThreads(uint32_t dim, size_t outputs) {
+  const uint32_t needed = (dim + kVec - 1) / kVec;
   uint32_t threads = kMaxSumThreads;
   while (threads > kMinSumThreads && threads / 2 >= needed) threads /= 2;
   auto blocks = [&](uint32_t t) { return outputs * ((needed + t - 1) / t); };
   while (threads > kMinSumThreads && blocks(threads) < 2 * size_t(Multiprocessors())) threads /= 2;
+  return threads;
+}
+
+template <int kVec>
+bool SmallBatch(uint32_t dim, size_t outputs) {
+  const uint32_t needed = (dim + kVec - 1) / kVec;
+  const uint32_t threads = StreamingThreads<kVec>(dim, outputs);
+  return outputs * ((needed + threads - 1) / threads) <
+         kStagedBelowBlocksPerSm * size_t(Multiprocessors());
+}
+
+template <class V, class O, int kVec>
+cudaError_t LaunchSum(SumParams params, size_t outputs, cudaStream_t stream) {
+  const uint32_t needed = (params.dim + kVec - 1) / kVec;
+  const uint32_t threads = StreamingThreads<kVec>(params.dim, outputs);
   params.tiles = (needed + threads - 1) / threads;
   size_t grid = outputs * params.tiles;
   void* arguments[] = {&params};
   const SumKernel forced = ForcedSumKernel();
-  const bool staged = forced == SumKernel::kBySize
-                          ? grid < kStagedBelowBlocksPerSm * size_t(Multiprocessors())
+  const bool staged = forced == SumKernel::kBySize || forced == SumKernel::kFused
+                          ? SmallBatch<kVec>(params.dim, outputs)
                           : forced == SumKernel::kStaged;
   if (staged) {
     params.tiles = (params.dim + kStagedColumns - 1) / kStagedColumns;
@@ -312,6 +410,38 @@ cudaError_t LaunchSumFor(const SumParams& params, size_t outputs, cudaStream_t s
                        params.dim % kWide == 0;
   if (aligned) return LaunchSum<V, O, kWide>(params, outputs, stream);
   return LaunchSum<V, O, 1>(params, outputs, stream);
+}
+
+template <class V, class O, int kVec>
+cudaError_t LaunchFused(FusedParams params, size_t outputs, cudaStream_t stream) {
+  params.sum.tiles = (params.sum.dim + kStagedColumns - 1) / kStagedColumns;
+  const size_t grid = outputs * params.sum.tiles;
+  if (grid > kGridLimit) return cudaErrorInvalidConfiguration;
+  void* arguments[] = {&params};
+  constexpr size_t kShared =
+      (kStagedPairs * kStagedColumns + kFusedMaxPairs + kFusedWarps * kMaxK) * sizeof(float);
+  return cudaLaunchKernel(FusedLookupKernel<V, O, kVec>, dim3(static_cast<unsigned>(grid)),
+                          dim3(kStagedThreads), arguments, kShared, stream);
+}
+
+// The fused kernel when the batch is small and an output's pairs fit its shared memory (or the
+// environment forces it); false (nothing launched) otherwise.
+template <class V, class O>
+bool MaybeLaunchFused(const FusedParams& params, size_t outputs, cudaStream_t stream,
+                      cudaError_t* error) {
+  constexpr int kWide = 16 / sizeof(V);
+  const bool aligned = reinterpret_cast<uintptr_t>(params.sum.values) % 16 == 0 &&
+                       params.sum.dim % kWide == 0;
+  const SumKernel forced = ForcedSumKernel();
+  const bool small = aligned ? SmallBatch<kWide>(params.sum.dim, outputs)
+                             : SmallBatch<1>(params.sum.dim, outputs);
+  const bool fits = params.sum.pairs <= kFusedMaxPairs;
+  if (!fits || !(forced == SumKernel::kFused || (forced == SumKernel::kBySize && small))) {
+    return false;
+  }
+  *error = aligned ? LaunchFused<V, O, kWide>(params, outputs, stream)
+                   : LaunchFused<V, O, 1>(params, outputs, stream);
+  return true;
 }
 
 }  // namespace
@@ -351,6 +481,25 @@ cudaError_t LaunchLookup(const LookupProblem& problem, const ValuesView& device_
                          float* weights, uint8_t* row_valid, std::byte* outputs,
                          cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
+  const size_t output_count = rows / problem.heads;
+  FusedParams fused{SumParams{device_values.data, slots, weights, outputs,
+                              problem.pairs_per_output(), problem.dim, 1},
+                    WeightsParams{MakeScoreShape(problem.topk), scores, slots, weights, row_valid,
+                                  rows, problem.topk.row_bytes()},
+                    problem.heads};
+  cudaError_t fused_error = cudaSuccess;
+  const bool bf16_values = problem.value_dtype == DType::kBFloat16;
+  const bool bf16_out = problem.output_dtype == DType::kBFloat16;
+  const bool launched =
+      bf16_values ? (bf16_out ? MaybeLaunchFused<uint16_t, uint16_t>(fused, output_count, stream,
+                                                                     &fused_error)
+                              : MaybeLaunchFused<uint16_t, float>(fused, output_count, stream,
+                                                                  &fused_error))
+                  : (bf16_out ? MaybeLaunchFused<float, uint16_t>(fused, output_count, stream,
+                                                                  &fused_error)
+                              : MaybeLaunchFused<float, float>(fused, output_count, stream,
+                                                               &fused_error));
+  if (launched) return fused_error;
   const cudaError_t error =
       LaunchLookupWeights(problem.topk, scores, slots, rows, weights, row_valid, stream);
   if (error != cudaSuccess) return error;
