@@ -116,7 +116,7 @@ absl::Status Admission::Submit(absl::string_view caller, const ReceivedTopK& rec
     return refuse(absl::UnavailableError("the server is draining; retry on another replica"));
   }
   absl::StatusOr<pk::Problem> problem =
-      ValidateTopKRequest(request, received.scores_bytes(), max_rows_per_request_);
+      ValidateTopKRequest(request, received.scores.bytes(), max_rows_per_request_);
   if (!problem.ok()) return refuse(problem.status());
 
   const uint32_t rows = request.rows();
@@ -164,7 +164,7 @@ absl::Status Admission::SubmitLookup(absl::string_view caller, const ReceivedLoo
         "the server is still loading its memories (health NOT_SERVING); retry shortly"));
   }
   absl::StatusOr<LookupSpec> spec =
-      ValidateLookupRequest(request, received.scores_bytes(), max_rows_per_request_, memories_);
+      ValidateLookupRequest(request, received.scores.bytes(), max_rows_per_request_, memories_);
   if (!spec.ok()) return refuse(spec.status());
 
   const pk::LookupProblem& lookup = spec->problem;

@@ -181,7 +181,7 @@ void CpuExecutor::RunLoop() {
     const absl::Time start = absl::Now();
     // The rows are read where the requests hold them; only a row split across two of gRPC's
     // slices is copied first.
-    const std::vector<std::span<const std::byte>> rows = batch.WholeRows();
+    const pk::BytePieceList rows = batch.WholeRows();
     if (const LookupSpec* lookup = batch.lookup()) {
       engine_.RunLookup(lookup->problem, lookup->memory->values(), rows, batch.slots().data(),
                         batch.weights().data(), batch.row_valid().data(), batch.outputs().data());
