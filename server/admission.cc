@@ -21,11 +21,10 @@ std::string ShapeText(const v1::TopKRequest& request) {
 }
 
 std::string ShapeText(const v1::LookupRequest& request) {
-  return absl::StrCat("memory=", request.memory(), " k=", request.k(), " heads=", request.heads(),
-                      " ",
-                      v1::DType_IsValid(request.dtype())
-                          ? v1::DType_Name(static_cast<v1::DType>(request.dtype()))
-                          : std::to_string(request.dtype()));
+  return absl::StrCat(
+      "memory=", request.memory(), " k=", request.k(), " heads=", request.heads(), " ",
+      v1::DType_IsValid(request.dtype()) ? v1::DType_Name(static_cast<v1::DType>(request.dtype()))
+                                         : std::to_string(request.dtype()));
 }
 
 template <typename Request>
@@ -40,6 +39,17 @@ void LogRequest(const Request& request, const absl::Status& status, const WorkTi
                 request.request_id(), ShapeText(request), request.rows(), status.ToString(),
                 absl::ToInt64Microseconds(timing->queue),
                 absl::ToInt64Microseconds(timing->compute), timing->batch_rows);
+}
+
+// `status`, logged as the answer to `request`, refused before it was queued.
+template <typename Request>
+absl::Status Refused(const Request& request, absl::Status status) {
+  LogRequest(request, status, nullptr);
+  return status;
+}
+
+absl::Status DrainingError() {
+  return absl::UnavailableError("the server is draining; retry on another replica");
 }
 
 }  // namespace
@@ -75,32 +85,38 @@ uint64_t CallerRows::rows(absl::string_view caller) const {
   return it == rows_.end() ? 0 : it->second;
 }
 
-Admission::Admission(Batcher& batcher, const MemoryStore& memories,
-                     uint32_t max_rows_per_request, uint64_t max_caller_queued_rows)
+Admission::Admission(Batcher& batcher, const MemoryStore& memories, uint32_t max_rows_per_request,
+                     uint64_t max_caller_queued_rows)
     : batcher_(batcher),
       memories_(memories),
       max_rows_per_request_(max_rows_per_request),
       caller_rows_(max_caller_queued_rows) {}
 
-absl::Status Admission::Queue(absl::string_view caller, std::unique_ptr<Work> work,
-                              v1::Timing* timing,
-                              absl::AnyInvocable<void(const absl::Status&, const WorkTiming&)> log,
+template <typename Request>
+absl::Status Admission::Queue(absl::string_view caller, const Request& request,
+                              std::unique_ptr<Work> work, absl::Time deadline,
+                              absl::AnyInvocable<bool() const> is_cancelled, v1::Timing* timing,
                               absl::AnyInvocable<void(absl::Status) &&> done) {
   const uint32_t rows = work->rows;
-  if (absl::Status share = caller_rows_.Acquire(caller, rows); !share.ok()) return share;
-  work->done = [timing, rows, log = std::move(log), done = std::move(done),
-                &caller_rows = caller_rows_, caller = std::string(caller)](
-                   absl::Status status, const WorkTiming& work_timing) mutable {
+  if (absl::Status share = caller_rows_.Acquire(caller, rows); !share.ok()) {
+    return Refused(request, std::move(share));
+  }
+  work->deadline = deadline;
+  work->is_cancelled = std::move(is_cancelled);
+  work->done = [&request, timing, rows, done = std::move(done), &caller_rows = caller_rows_,
+                caller = std::string(caller)](absl::Status status,
+                                              const WorkTiming& work_timing) mutable {
     caller_rows.Release(caller, rows);
     timing->set_queue_us(static_cast<uint64_t>(absl::ToInt64Microseconds(work_timing.queue)));
     timing->set_compute_us(static_cast<uint64_t>(absl::ToInt64Microseconds(work_timing.compute)));
     timing->set_batch_rows(work_timing.batch_rows);
-    log(status, work_timing);
+    LogRequest(request, status, &work_timing);
     std::move(done)(std::move(status));
   };
   absl::Status queued = batcher_.Enqueue(std::move(work));
-  if (!queued.ok()) caller_rows_.Release(caller, rows);
-  return queued;
+  if (queued.ok()) return queued;
+  caller_rows_.Release(caller, rows);
+  return Refused(request, std::move(queued));
 }
 
 absl::Status Admission::Submit(absl::string_view caller, const ReceivedTopK& received,
@@ -108,16 +124,10 @@ absl::Status Admission::Submit(absl::string_view caller, const ReceivedTopK& rec
                                absl::AnyInvocable<bool() const> is_cancelled,
                                absl::AnyInvocable<void(absl::Status) &&> done) {
   const v1::TopKRequest& request = received.request;
-  const auto refuse = [&request](absl::Status status) {
-    LogRequest(request, status, nullptr);
-    return status;
-  };
-  if (draining()) {
-    return refuse(absl::UnavailableError("the server is draining; retry on another replica"));
-  }
+  if (draining()) return Refused(request, DrainingError());
   absl::StatusOr<pk::Problem> problem =
-      ValidateTopKRequest(request, received.scores_bytes(), max_rows_per_request_);
-  if (!problem.ok()) return refuse(problem.status());
+      ValidateTopKRequest(request, received.scores.bytes(), max_rows_per_request_);
+  if (!problem.ok()) return Refused(request, problem.status());
 
   const uint32_t rows = request.rows();
   response->set_rows(rows);
@@ -135,16 +145,8 @@ absl::Status Admission::Submit(absl::string_view caller, const ReceivedTopK& rec
   work->scores = received.scores;
   work->values = std::as_writable_bytes(std::span(*values));
   work->slots = std::as_writable_bytes(std::span(*slots));
-  work->deadline = deadline;
-  work->is_cancelled = std::move(is_cancelled);
-  absl::Status queued = Queue(
-      caller, std::move(work), response->mutable_timing(),
-      [&request](const absl::Status& status, const WorkTiming& timing) {
-        LogRequest(request, status, &timing);
-      },
-      std::move(done));
-  if (!queued.ok()) return refuse(std::move(queued));
-  return absl::OkStatus();
+  return Queue(caller, request, std::move(work), deadline, std::move(is_cancelled),
+               response->mutable_timing(), std::move(done));
 }
 
 absl::Status Admission::SubmitLookup(absl::string_view caller, const ReceivedLookup& received,
@@ -152,20 +154,16 @@ absl::Status Admission::SubmitLookup(absl::string_view caller, const ReceivedLoo
                                      absl::AnyInvocable<bool() const> is_cancelled,
                                      absl::AnyInvocable<void(absl::Status) &&> done) {
   const v1::LookupRequest& request = received.request;
-  const auto refuse = [&request](absl::Status status) {
-    LogRequest(request, status, nullptr);
-    return status;
-  };
-  if (draining()) {
-    return refuse(absl::UnavailableError("the server is draining; retry on another replica"));
-  }
+  if (draining()) return Refused(request, DrainingError());
   if (!memories_ready_.load(std::memory_order_acquire)) {
-    return refuse(absl::UnavailableError(
-        "the server is still loading its memories (health NOT_SERVING); retry shortly"));
+    return Refused(
+        request,
+        absl::UnavailableError(
+            "the server is still loading its memories (health NOT_SERVING); retry shortly"));
   }
   absl::StatusOr<LookupSpec> spec =
-      ValidateLookupRequest(request, received.scores_bytes(), max_rows_per_request_, memories_);
-  if (!spec.ok()) return refuse(spec.status());
+      ValidateLookupRequest(request, received.scores.bytes(), max_rows_per_request_, memories_);
+  if (!spec.ok()) return Refused(request, spec.status());
 
   const pk::LookupProblem& lookup = spec->problem;
   const uint32_t rows = request.rows();
@@ -192,16 +190,8 @@ absl::Status Admission::SubmitLookup(absl::string_view caller, const ReceivedLoo
     work->slots = std::as_writable_bytes(std::span(*response->mutable_slots()));
     work->weights = std::as_writable_bytes(std::span(*response->mutable_weights()));
   }
-  work->deadline = deadline;
-  work->is_cancelled = std::move(is_cancelled);
-  absl::Status queued = Queue(
-      caller, std::move(work), response->mutable_timing(),
-      [&request](const absl::Status& status, const WorkTiming& timing) {
-        LogRequest(request, status, &timing);
-      },
-      std::move(done));
-  if (!queued.ok()) return refuse(std::move(queued));
-  return absl::OkStatus();
+  return Queue(caller, request, std::move(work), deadline, std::move(is_cancelled),
+               response->mutable_timing(), std::move(done));
 }
 
 }  // namespace pkserve

@@ -79,11 +79,13 @@ class Admission {
   const CallerRows& caller_rows() const { return caller_rows_; }
 
  private:
-  // Counts the work's rows against the caller's share and queues it; `done` then runs after
-  // `finish` (which fills the response's timing) once the work is answered.
-  absl::Status Queue(absl::string_view caller, std::unique_ptr<Work> work, v1::Timing* timing,
-                     absl::AnyInvocable<void(const absl::Status&, const WorkTiming&)> log,
-                     absl::AnyInvocable<void(absl::Status) &&> done);
+  // Queues `work` (filled but for deadline, is_cancelled and done) for `caller`, counting its rows
+  // against the caller's share. Once the work is answered, `done` runs after the response's
+  // `timing` is filled and the answer is logged as `request`'s. A refusal is logged and returned.
+  template <typename Request>
+  absl::Status Queue(absl::string_view caller, const Request& request, std::unique_ptr<Work> work,
+                     absl::Time deadline, absl::AnyInvocable<bool() const> is_cancelled,
+                     v1::Timing* timing, absl::AnyInvocable<void(absl::Status) &&> done);
 
   Batcher& batcher_;
   const MemoryStore& memories_;

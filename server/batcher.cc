@@ -76,7 +76,8 @@ size_t Batcher::BatchCapacity(uint32_t max_batch_rows, const Executor& executor,
   }
   // Whole outputs only: a multiple of heads, at least one output's rows.
   const size_t heads = queue.lookup->problem.heads;
-  const size_t rows = std::min<size_t>(max_batch_rows, executor.max_lookup_batch_rows(*queue.lookup));
+  const size_t rows =
+      std::min<size_t>(max_batch_rows, executor.max_lookup_batch_rows(*queue.lookup));
   return std::max(heads, rows / heads * heads);
 }
 
@@ -340,7 +341,8 @@ Batcher::Answer Batcher::FinishLocked(Tracked& tracked) {
 void Batcher::Deliver(std::vector<Answer> answers) {
   if (answers.empty()) return;
   for (Answer& answer : answers) {
-    if (options_.observer != nullptr) options_.observer->WorkDone(*answer.work, answer.status, answer.timing);
+    if (options_.observer != nullptr)
+      options_.observer->WorkDone(*answer.work, answer.status, answer.timing);
     std::move(answer.work->done)(answer.status, answer.timing);
   }
   absl::MutexLock lock(&mu_);
@@ -360,12 +362,11 @@ void Batcher::Send(Plan plan) {
 void Batcher::Dispatch(Plan plan, std::unique_ptr<Batch> batch) {
   // Where each request's rows are; the executor makes the one copy in, on its own threads.
   const size_t row_bytes = plan.problem.row_bytes();
-  std::vector<std::span<const std::byte>> sources;
+  pk::BytePieceList sources;
   sources.reserve(plan.segments.size());
   for (const Segment& segment : plan.segments) {
     const size_t begin = size_t{segment.first_row} * row_bytes;
-    AppendPieces(segment.tracked->work->scores, begin, begin + size_t{segment.rows} * row_bytes,
-                 &sources);
+    sources.Append(segment.tracked->work->scores, begin, begin + size_t{segment.rows} * row_bytes);
   }
   batch->set_sources(std::move(sources));
   executor_.Submit(std::move(batch),
@@ -379,7 +380,8 @@ void Batcher::ScatterLookup(const Plan& plan, const Batch& batch,
                             std::vector<std::pair<const Segment*, uint32_t>>* invalid_rows) {
   const pk::LookupProblem& lookup = plan.lookup->problem;
   const size_t output_bytes = lookup.output_row_bytes();
-  const size_t pair_bytes = size_t{plan.problem.kk()} * sizeof(uint32_t);  // a row's slots or weights
+  const size_t pair_bytes =
+      size_t{plan.problem.kk()} * sizeof(uint32_t);  // a row's slots or weights
   const std::byte* outputs = batch.outputs().data();
   const auto* slots = reinterpret_cast<const std::byte*>(batch.slots().data());
   const auto* weights = reinterpret_cast<const std::byte*>(batch.weights().data());
@@ -392,8 +394,8 @@ void Batcher::ScatterLookup(const Plan& plan, const Batch& batch,
     std::memcpy(work.values.data() + outputs_before * output_bytes,
                 outputs + batch_row / lookup.heads * output_bytes, segment_outputs * output_bytes);
     if (!work.slots.empty()) {
-      std::memcpy(work.slots.data() + segment.first_row * pair_bytes, slots + batch_row * pair_bytes,
-                  segment.rows * pair_bytes);
+      std::memcpy(work.slots.data() + segment.first_row * pair_bytes,
+                  slots + batch_row * pair_bytes, segment.rows * pair_bytes);
     }
     if (!work.weights.empty()) {
       std::memcpy(work.weights.data() + segment.first_row * pair_bytes,
@@ -450,9 +452,10 @@ void Batcher::OnBatchDone(const Plan& plan, std::unique_ptr<Batch> batch,
       }
       for (const auto& [invalid, row] : invalid_rows) {
         if (invalid != &segment || !tracked.status.ok()) continue;
-        tracked.status = absl::InvalidArgumentError(absl::StrCat(
-            "scores row ", row, ": its selected scores have no finite maximum (+inf, or all -inf "
-            "or NaN), so its softmax weights are undefined"));
+        tracked.status = absl::InvalidArgumentError(
+            absl::StrCat("scores row ", row,
+                         ": its selected scores have no finite maximum (+inf, or all -inf "
+                         "or NaN), so its softmax weights are undefined"));
       }
       if (tracked.rows_left == 0) answers.push_back(FinishLocked(tracked));
     }

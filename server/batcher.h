@@ -62,7 +62,7 @@ struct Work {
   uint32_t rows = 0;                  // >= 1
   // rows x problem.row_bytes() bytes in all, in order, in pieces that need not hold whole rows
   // (as gRPC received them; see ReceivedTopK)
-  std::span<const std::span<const std::byte>> scores;
+  pk::BytePieces scores;
   // rows x problem.out_value_bytes(), filled on success; lookup: rows / heads outputs of
   // lookup->problem.output_row_bytes()
   std::span<std::byte> values;

@@ -12,6 +12,16 @@
 #include "server/memory_store.h"
 
 namespace pkserve {
+namespace {
+
+// Grow only: the largest batch seen sets a staging buffer's size, so steady state allocates
+// nothing.
+template <typename Buffer>
+void GrowTo(Buffer& buffer, size_t size) {
+  if (buffer.size() < size) buffer.resize(size);
+}
+
+}  // namespace
 
 // A batch in one of the executor's staging sets; gives the set back when destroyed.
 class CpuExecutor::CpuBatch final : public Batch {
@@ -31,9 +41,10 @@ class CpuExecutor::CpuBatch final : public Batch {
               std::span(set.slots.data(), rows * spec.problem.topk.kk())),
         executor_(executor),
         set_index_(set_index) {
-    SetLookup(spec, std::span(set.weights.data(), rows * spec.problem.topk.kk()),
-              std::span(set.row_valid.data(), rows),
-              std::span(set.outputs.data(), rows / spec.problem.heads * spec.problem.output_row_bytes()));
+    SetLookup(
+        spec, std::span(set.weights.data(), rows * spec.problem.topk.kk()),
+        std::span(set.row_valid.data(), rows),
+        std::span(set.outputs.data(), rows / spec.problem.heads * spec.problem.output_row_bytes()));
   }
   ~CpuBatch() override { executor_.ReleaseSet(set_index_); }
 
@@ -85,20 +96,13 @@ absl::StatusOr<std::unique_ptr<Batch>> CpuExecutor::NewBatch(const pk::Problem& 
     return absl::InternalError(
         absl::StrCat("batch of ", rows, " rows, the staging holds 1 to ", max_batch_rows(problem)));
   }
-  const int index = TakeSet();
-  if (index < 0) {
-    return absl::InternalError(
-        absl::StrCat("all ", options_.max_in_flight, " CPU staging sets are in use"));
-  }
-  StagingSet& set = *sets_[index];
-  // Grow only: the largest batch seen sets the size, so steady state allocates nothing.
-  const auto grow = [](auto& buffer, size_t size) {
-    if (buffer.size() < size) buffer.resize(size);
-  };
-  grow(set.scores, rows * problem.row_bytes());
-  grow(set.values, rows * problem.out_value_bytes());
-  grow(set.slots, rows * problem.kk());
-  return std::make_unique<CpuBatch>(*this, index, problem, rows, set);
+  absl::StatusOr<int> index = TakeSet();
+  if (!index.ok()) return index.status();
+  StagingSet& set = *sets_[*index];
+  GrowTo(set.scores, rows * problem.row_bytes());
+  GrowTo(set.values, rows * problem.out_value_bytes());
+  GrowTo(set.slots, rows * problem.kk());
+  return std::make_unique<CpuBatch>(*this, *index, problem, rows, set);
 }
 
 absl::Status CpuExecutor::AddMemory(const HostedMemory& memory) {
@@ -124,25 +128,19 @@ absl::StatusOr<std::unique_ptr<Batch>> CpuExecutor::NewLookupBatch(const LookupS
                                             lookup.heads, " to ", max_lookup_batch_rows(spec),
                                             " in multiples of ", lookup.heads));
   }
-  const int index = TakeSet();
-  if (index < 0) {
-    return absl::InternalError(
-        absl::StrCat("all ", options_.max_in_flight, " CPU staging sets are in use"));
-  }
-  StagingSet& set = *sets_[index];
-  const auto grow = [](auto& buffer, size_t size) {
-    if (buffer.size() < size) buffer.resize(size);
-  };
+  absl::StatusOr<int> index = TakeSet();
+  if (!index.ok()) return index.status();
+  StagingSet& set = *sets_[*index];
   const size_t pairs = rows * lookup.topk.kk();
-  grow(set.scores, rows * lookup.topk.row_bytes());
-  grow(set.slots, pairs);
-  grow(set.weights, pairs);
-  grow(set.row_valid, rows);
-  grow(set.outputs, rows / lookup.heads * lookup.output_row_bytes());
-  return std::make_unique<CpuBatch>(*this, index, spec, rows, set);
+  GrowTo(set.scores, rows * lookup.topk.row_bytes());
+  GrowTo(set.slots, pairs);
+  GrowTo(set.weights, pairs);
+  GrowTo(set.row_valid, rows);
+  GrowTo(set.outputs, rows / lookup.heads * lookup.output_row_bytes());
+  return std::make_unique<CpuBatch>(*this, *index, spec, rows, set);
 }
 
-int CpuExecutor::TakeSet() {
+absl::StatusOr<int> CpuExecutor::TakeSet() {
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < set_in_use_.size(); ++i) {
     if (!set_in_use_[i]) {
@@ -150,7 +148,8 @@ int CpuExecutor::TakeSet() {
       return static_cast<int>(i);
     }
   }
-  return -1;
+  return absl::InternalError(
+      absl::StrCat("all ", options_.max_in_flight, " CPU staging sets are in use"));
 }
 
 void CpuExecutor::Submit(std::unique_ptr<Batch> batch, BatchDone done) {
@@ -181,7 +180,7 @@ void CpuExecutor::RunLoop() {
     const absl::Time start = absl::Now();
     // The rows are read where the requests hold them; only a row split across two of gRPC's
     // slices is copied first.
-    const std::vector<std::span<const std::byte>> rows = batch.WholeRows();
+    const pk::BytePieceList rows = batch.WholeRows();
     if (const LookupSpec* lookup = batch.lookup()) {
       engine_.RunLookup(lookup->problem, lookup->memory->values(), rows, batch.slots().data(),
                         batch.weights().data(), batch.row_valid().data(), batch.outputs().data());

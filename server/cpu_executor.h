@@ -49,7 +49,7 @@ class CpuExecutor final : public Executor {
     std::vector<std::byte> scores;
     std::vector<std::byte> values;
     std::vector<uint32_t> slots;
-    std::vector<float> weights;     // lookups only
+    std::vector<float> weights;      // lookups only
     std::vector<uint8_t> row_valid;  // lookups only
     std::vector<std::byte> outputs;  // lookups only
   };
@@ -70,8 +70,8 @@ class CpuExecutor final : public Executor {
   bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HasComputedOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseSet(int index);
-  // A free staging set, marked in use; -1 when every one is held.
-  int TakeSet();
+  // A free staging set's index, the set marked in use; INTERNAL when every one is held.
+  absl::StatusOr<int> TakeSet();
 
   const Options options_;
   pk::cpu::ParallelTopK engine_;

@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "kernels/byte_pieces.h"
 #include "kernels/lookup/lookup.h"
 #include "kernels/problem.h"
 
@@ -69,11 +70,12 @@ class Batch {
   // Where the rows come from: rows x problem.row_bytes() bytes in all, in batch order, in pieces
   // that need not hold whole rows (a request's bytes lie where gRPC received them). The memory must
   // stay valid until the batch completes. Set before Submit.
-  void set_sources(std::vector<std::span<const std::byte>> sources);
+  void set_sources(pk::BytePieceList sources);
   // The rows as spans of whole rows, in batch order, for an executor that computes from them where
   // they are: each run of whole rows within one source is read in place, and each row split
-  // across sources is first copied to its own place in scores(). Without sources, scores() whole.
-  std::vector<std::span<const std::byte>> WholeRows() const;
+  // across sources is first copied to its own place in scores() (pk::WholeRows). Without sources,
+  // scores() whole.
+  pk::BytePieceList WholeRows() const;
   // A lookup batch's spec, or null for a top-k batch. A lookup batch computes the top-k of each
   // row into slots(), then its weights(), row_valid() and the outputs() (SPEC.md, the memory
   // lookup contract); its values() is empty.
@@ -112,16 +114,12 @@ class Batch {
   std::span<std::byte> scores_;
   std::span<std::byte> values_;
   std::span<uint32_t> slots_;
-  std::vector<std::span<const std::byte>> sources_;
+  pk::BytePieceList sources_;
   std::optional<LookupSpec> lookup_;
   std::span<float> weights_;
   std::span<uint8_t> row_valid_;
   std::span<std::byte> outputs_;
 };
-
-// Appends bytes [begin, end) of `pieces`, taken back to back, to `out`, as pieces of them.
-void AppendPieces(std::span<const std::span<const std::byte>> pieces, size_t begin, size_t end,
-                  std::vector<std::span<const std::byte>>* out);
 
 // How a batch went.
 struct BatchOutcome {
@@ -171,9 +169,7 @@ class Executor {
   virtual absl::Status AddMemory(const HostedMemory& memory);
   // Score rows of a lookup of `spec` that fit one batch: a multiple of spec.problem.heads, at
   // least heads.
-  virtual size_t max_lookup_batch_rows(const LookupSpec& spec) const {
-    return spec.problem.heads;
-  }
+  virtual size_t max_lookup_batch_rows(const LookupSpec& spec) const { return spec.problem.heads; }
   // Staging for a lookup batch of `rows` score rows (a multiple of heads, at most
   // max_lookup_batch_rows(spec)); fails as NewBatch does.
   virtual absl::StatusOr<std::unique_ptr<Batch>> NewLookupBatch(const LookupSpec& spec,

@@ -41,7 +41,7 @@ class SliceReader {
   }
 
   // The next `n` bytes where they lie: one piece per slice they touch; false if fewer remain.
-  bool Take(uint64_t n, std::vector<std::span<const std::byte>>* pieces) {
+  bool Take(uint64_t n, pk::BytePieceList* pieces) {
     return Walk(n, [pieces](const uint8_t* data, size_t size) {
       pieces->push_back(std::as_bytes(std::span(data, size)));
     });

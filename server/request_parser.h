@@ -6,13 +6,12 @@
 // that are not the request type get INVALID_ARGUMENT saying so.
 #pragma once
 
-#include <cstddef>
-#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
+#include "kernels/byte_pieces.h"
 #include "pkserve/v1/pkserve.pb.h"
 
 namespace pkserve {
@@ -26,17 +25,12 @@ template <typename Request>
 struct Received {
   Request request;
   std::vector<grpc::Slice> slices;
-  std::vector<std::span<const std::byte>> scores;
+  pk::BytePieceList scores;  // scores.bytes(): the field's length
 
   Received() = default;
   Received(const Received&) = delete;
   Received& operator=(const Received&) = delete;
 
-  size_t scores_bytes() const {
-    size_t bytes = 0;
-    for (const std::span<const std::byte>& piece : scores) bytes += piece.size();
-    return bytes;
-  }
   // Frees everything (for a stream, once a request is answered).
   void Clear() {
     request = Request();

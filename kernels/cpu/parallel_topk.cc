@@ -41,34 +41,28 @@ void ParallelTopK::RunRows(const Job& job, size_t begin, size_t end, Workspace& 
   const Problem& problem = *job.problem;
   const size_t row_bytes = problem.row_bytes();
   const uint32_t kk = problem.kk();
-  size_t input_first = 0;  // the batch row where the current input begins
-  for (const std::span<const std::byte>& input : job.inputs) {
-    if (begin >= end) return;
-    const size_t input_end = input_first + input.size() / row_bytes;
-    if (begin < input_end) {
-      const size_t rows = std::min(end, input_end) - begin;
-      const std::byte* scores = input.data() + (begin - input_first) * row_bytes;
-      if (job.phase == Phase::kTopK) {
-        TopKRows(problem, scores, rows, job.values + begin * problem.out_value_bytes(),
-                 job.slots + begin * kk, workspace);
-      } else {
-        LookupWeightsRows(problem, scores, rows, job.slots + begin * kk, job.weights + begin * kk,
-                          job.row_valid + begin, workspace);
-      }
-      begin += rows;
+  // Each piece holds whole rows, so each run of the rows' bytes does.
+  job.inputs.ForEachRun(begin * row_bytes, end * row_bytes, [&](size_t at, BytePiece run) {
+    const size_t first = at / row_bytes;
+    const size_t rows = run.size() / row_bytes;
+    if (job.phase == Phase::kTopK) {
+      TopKRows(problem, run.data(), rows, job.values + first * problem.out_value_bytes(),
+               job.slots + first * kk, workspace);
+    } else {
+      LookupWeightsRows(problem, run.data(), rows, job.slots + first * kk, job.weights + first * kk,
+                        job.row_valid + first, workspace);
     }
-    input_first = input_end;
-  }
+  });
 }
 
 void ParallelTopK::Run(const Problem& problem, const std::byte* scores, size_t rows,
                        std::byte* values, uint32_t* slots) {
-  const std::span<const std::byte> input(scores, rows * problem.row_bytes());
+  const BytePiece input(scores, rows * problem.row_bytes());
   Run(problem, std::span(&input, 1), values, slots);
 }
 
-void ParallelTopK::Run(const Problem& problem, std::span<const std::span<const std::byte>> inputs,
-                       std::byte* values, uint32_t* slots) {
+void ParallelTopK::Run(const Problem& problem, BytePieces inputs, std::byte* values,
+                       uint32_t* slots) {
   std::lock_guard run_lock(run_mutex_);
   Job job;
   job.phase = Phase::kTopK;
@@ -76,14 +70,14 @@ void ParallelTopK::Run(const Problem& problem, std::span<const std::span<const s
   job.inputs = inputs;
   job.values = values;
   job.slots = slots;
-  job.rows = BatchRows(problem, inputs);
+  job.rows = inputs.bytes() / problem.row_bytes();
   Split(job, min_rows_per_thread_);
   Dispatch(job);
 }
 
 void ParallelTopK::RunLookup(const LookupProblem& problem, const ValuesView& values,
-                             std::span<const std::span<const std::byte>> inputs, uint32_t* slots,
-                             float* weights, uint8_t* row_valid, std::byte* outputs) {
+                             BytePieces inputs, uint32_t* slots, float* weights, uint8_t* row_valid,
+                             std::byte* outputs) {
   std::lock_guard run_lock(run_mutex_);
   Job job;
   job.phase = Phase::kLookupWeights;
@@ -95,7 +89,7 @@ void ParallelTopK::RunLookup(const LookupProblem& problem, const ValuesView& val
   job.weights = weights;
   job.row_valid = row_valid;
   job.outputs = outputs;
-  job.rows = BatchRows(problem.topk, inputs);
+  job.rows = inputs.bytes() / problem.topk.row_bytes();
   Split(job, min_rows_per_thread_);
   Dispatch(job);
   // An output sums heads * kk value rows: worth a thread on its own.
@@ -112,13 +106,6 @@ void ParallelTopK::Split(Job& job, size_t min_per_thread) const {
   // cores) leaves its rows to the others instead of keeping the whole batch waiting.
   const size_t parts = static_cast<size_t>(job.parts);
   job.chunk_rows = std::max(min_per_thread, (job.rows + 8 * parts - 1) / (8 * parts));
-}
-
-size_t ParallelTopK::BatchRows(const Problem& problem,
-                               std::span<const std::span<const std::byte>> inputs) {
-  size_t rows = 0;
-  for (const std::span<const std::byte>& input : inputs) rows += input.size() / problem.row_bytes();
-  return rows;
 }
 
 void ParallelTopK::Dispatch(Job job) {

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/byte_pieces.h"
 #include "kernels/cpu/topk_cpu.h"
 #include "kernels/lookup/lookup.h"
 #include "kernels/problem.h"
@@ -33,17 +34,15 @@ class ParallelTopK {
            uint32_t* slots);
   // The same for rows that lie in several places, read where they are: `inputs` hold whole rows,
   // taken back to back as one batch (values and slots are that batch's, contiguous).
-  void Run(const Problem& problem, std::span<const std::span<const std::byte>> inputs,
-           std::byte* values, uint32_t* slots);
+  void Run(const Problem& problem, BytePieces inputs, std::byte* values, uint32_t* slots);
 
   // The memory lookup (kernels/lookup/lookup_cpu.h) of the rows in `inputs` (whole rows, back to
   // back as one batch; their count a multiple of problem.heads): phase 1 (LookupWeightsRows)
   // split by rows, then phase 2 (WeightedSumRows) split by outputs. slots, weights: room for
   // rows * kk each; row_valid: rows; outputs: (rows / heads) * problem.output_row_bytes().
   // The same bits as the one-thread functions, for any thread count.
-  void RunLookup(const LookupProblem& problem, const ValuesView& values,
-                 std::span<const std::span<const std::byte>> inputs, uint32_t* slots,
-                 float* weights, uint8_t* row_valid, std::byte* outputs);
+  void RunLookup(const LookupProblem& problem, const ValuesView& values, BytePieces inputs,
+                 uint32_t* slots, float* weights, uint8_t* row_valid, std::byte* outputs);
 
   int threads() const { return static_cast<int>(workspaces_.size()); }
 
@@ -57,7 +56,7 @@ class ParallelTopK {
     float* weights = nullptr;
     uint8_t* row_valid = nullptr;
     std::byte* outputs = nullptr;
-    std::span<const std::span<const std::byte>> inputs;
+    BytePieces inputs;  // whole rows in each piece
     size_t rows = 0;
     std::byte* values = nullptr;
     uint32_t* slots = nullptr;
@@ -67,8 +66,6 @@ class ParallelTopK {
 
   // Sets job.parts and job.chunk_rows for job.rows, at least `min_per_thread` rows a thread.
   void Split(Job& job, size_t min_per_thread) const;
-  static size_t BatchRows(const Problem& problem,
-                          std::span<const std::span<const std::byte>> inputs);
   // Runs `job` on the pool and returns when it is done. The caller holds run_mutex_.
   void Dispatch(Job job);
 
@@ -81,7 +78,7 @@ class ParallelTopK {
   const size_t min_rows_per_thread_;
   std::vector<std::unique_ptr<Workspace>> workspaces_;
   std::vector<std::thread> workers_;
-  std::mutex run_mutex_;  // one Run() at a time
+  std::mutex run_mutex_;             // one Run() at a time
   std::atomic<size_t> next_row_{0};  // the running job's first row not yet taken
 
   std::mutex mutex_;  // guards the fields below

@@ -64,7 +64,7 @@ void ExpectSameAsProtobuf(const std::string& bytes, size_t cut, const char* what
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
     return;
   }
-  EXPECT_EQ(received.scores_bytes(), expected.scores().size());
+  EXPECT_EQ(received.scores.bytes(), expected.scores().size());
   v1::TopKRequest actual = received.request;
   actual.set_scores(Joined(received));
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(actual, expected))
@@ -112,7 +112,7 @@ TEST(ParseTopKRequest, EmptyMessageIsAnEmptyRequest) {
   grpc::ByteBuffer empty;
   ReceivedTopK received;
   ASSERT_TRUE(ParseTopKRequest(empty, &received).ok());
-  EXPECT_EQ(received.scores_bytes(), 0u);
+  EXPECT_EQ(received.scores.bytes(), 0u);
   EXPECT_EQ(received.request.rows(), 0u);
 }
 

@@ -163,7 +163,7 @@ TEST(Batch, WholeRowsReadsRowsInPlaceAndCopiesOnlyRowsSplitAcrossSources) {
   // Cut points that fall on row boundaries, inside rows, and several inside one row.
   for (const std::vector<size_t>& cuts :
        {std::vector<size_t>{}, {64, 96}, {5}, {31, 33}, {40, 50, 60, 70, 200}, {1, 2, 3, 287}}) {
-    std::vector<std::span<const std::byte>> sources;
+    pk::BytePieceList sources;
     size_t begin = 0;
     for (const size_t cut : cuts) {
       sources.push_back(std::span(all).subspan(begin, cut - begin));
