@@ -7,21 +7,31 @@
 #   3. batching:    1-row callers at concurrency 64, then the same with --max_batch_rows=1; each
 #                   as unary calls and as messages on one TopKStream per caller (--mode=stream)
 #   4. the light load against the echo baseline in a process of its own (pkserve-bench --serve_echo)
-# Every answer sampled by --verify is checked bit for bit against the CPU implementation.
-# About 3.5 minutes; each step has a time limit, so that a hang cannot take it past 6.
+#   5. lookup (only when STEPS names it): a hosted memory of 1024x1024 slots x dim 1024 bf16 made
+#      with pkserve-make-memory; 64-output Lookup requests (256 score rows, heads 4, k 32) over the
+#      concurrency sweep, unary and stream, then 1-output requests at concurrency 1; each level
+#      beside the echo baseline in a process of its own, which answers LookupResponses of the same
+#      size (outputs x dim bf16)
+# Every answer sampled by --verify is checked bit for bit against the CPU implementation (lookups:
+# against the CPU lookup on the same memory file).
+# About 3.5 minutes without lookup; each step has a time limit, so that a hang cannot take it past
+# 6. The lookup step adds about 3 minutes (the memory file is 2 GiB, written to MEMORY_DIR).
 #
 #   OUT=/path/to/results bench/run_gpu_service.sh DIR
 #
 # DIR holds pkserve and pkserve-bench (directly or under bin/, as scripts/gpu_bundle.sh lays them
 # out) and their shared libraries under DIR/lib (added to LD_LIBRARY_PATH). Writes to $OUT:
 # light.json, throughput.json, threads.json, batching.json, batching_stream.json,
-# batching_mbr1.json, batching_mbr1_stream.json, light_echo_process.json (pkserve-bench --json),
+# batching_mbr1.json, batching_mbr1_stream.json, light_echo_process.json, and with the lookup
+# step lookup.json, lookup_stream.json, lookup_light.json (pkserve-bench --json),
 # threads.txt (pkserve's CPU by thread), bench.txt (the exact commands and every run's text output,
 # with the server's CPU use per level) and server.log.
 # Settings (environment): BACKEND (cuda; cpu measures the CPU backend the same way), PORT (50071),
 # SWEEP (throughput concurrency levels), CONNECTIONS (connections of throughput and batching
-# runs), STEPS (which of light, throughput, batching and echo_process to run; default all of
-# them), PKSERVE and PKSERVE_BENCH (binaries elsewhere than DIR).
+# runs), STEPS (which of light, throughput, batching, echo_process and lookup to run; default all
+# but lookup: STEPS=lookup runs it alone), PKSERVE, PKSERVE_BENCH and PKSERVE_MAKE_MEMORY
+# (binaries elsewhere than DIR), MEMORY_DIR (where the lookup step writes its memory file, removed
+# at the end; default TMPDIR or /tmp, never OUT).
 set -euo pipefail
 
 dir=${1:?usage: OUT=results_dir $0 DIR (DIR holds pkserve, pkserve-bench and lib/)}
@@ -51,6 +61,10 @@ find_binary() {  # name -> path in DIR or DIR/bin
 }
 pkserve=${PKSERVE:-$(find_binary pkserve)}
 bench=${PKSERVE_BENCH:-$(find_binary pkserve-bench)}
+make_memory=""
+if step lookup; then
+  make_memory=${PKSERVE_MAKE_MEMORY:-$(find_binary pkserve-make-memory)}
+fi
 if [[ -d $dir/lib ]]; then
   export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
@@ -71,7 +85,12 @@ stop_server() {
   wait "$server_pid" 2>/dev/null || true
   server_pid=""
 }
-trap stop_server EXIT
+memory_file=""
+cleanup() {
+  stop_server
+  [[ -z $memory_file ]] || rm -f "$memory_file"
+}
+trap cleanup EXIT
 
 start_server() {  # extra pkserve flags...
   echo "== pkserve --backend=$backend $*" >>"$out/server.log"
@@ -164,5 +183,27 @@ if step echo_process; then
   run_bench light_echo_process 25 "${shape[@]}" --rows=1 --concurrency=1 --warmup=2 \
     --duration=10
   stop_server
+fi
+
+# Lookups of a hosted memory, against the echo baseline in a process of its own (pkserve-bench's
+# default for --baseline=echo), which answers each lookup with a LookupResponse of pkserve's size.
+if step lookup; then
+  memory_file="${MEMORY_DIR:-${TMPDIR:-/tmp}}/pkserve-bench-lookup-$$.safetensors"
+  echo "$ pkserve-make-memory --out=$memory_file --widths=1024x1024 --dim=1024 --dtype=bfloat16" \
+    >>"$text"
+  timeout 120 "$make_memory" --out="$memory_file" --widths=1024x1024 --dim=1024 \
+    --dtype=bfloat16 >>"$text" 2>&1
+  start_server --memory="bench=$memory_file"
+  lookup=(--memory=bench --k=32 --heads=4 --dtype=bf16 --baseline=echo
+    --memory_file="$memory_file")
+  run_bench lookup 150 "${lookup[@]}" --rows=256 --concurrency="$sweep" \
+    --connections="$connections" --warmup=2 --duration=6 --verify=10
+  run_bench lookup_stream 150 "${lookup[@]}" --rows=256 --concurrency="$sweep" \
+    --connections="$connections" --mode=stream --warmup=2 --duration=6 --verify=10
+  run_bench lookup_light 40 "${lookup[@]}" --rows=4 --concurrency=1 --warmup=2 --duration=10 \
+    --verify=100
+  stop_server
+  rm -f "$memory_file"
+  memory_file=""
 fi
 cat "$text"

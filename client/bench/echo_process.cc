@@ -32,8 +32,12 @@ absl::StatusOr<std::string> SelfExecutable() {
   return std::string(path, static_cast<size_t>(length));
 }
 
-absl::StatusOr<std::unique_ptr<EchoProcess>> EchoProcess::Start(const std::string& binary,
-                                                                absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<EchoProcess>> EchoProcess::Start(
+    const std::string& binary, absl::Duration timeout, const std::vector<std::string>& extra_args) {
+  std::string serve_flag = "--serve_echo=127.0.0.1:0";
+  std::vector<char*> argv = {const_cast<char*>(binary.c_str()), serve_flag.data()};
+  for (const std::string& arg : extra_args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
   int output[2];
   if (pipe2(output, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe for the echo process: ", std::strerror(errno)));
@@ -50,7 +54,7 @@ absl::StatusOr<std::unique_ptr<EchoProcess>> EchoProcess::Start(const std::strin
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(1);  // the bench is already gone
     dup2(output[1], STDOUT_FILENO);     // dup2 clears O_CLOEXEC on the copy
-    execl(binary.c_str(), binary.c_str(), "--serve_echo=127.0.0.1:0", static_cast<char*>(nullptr));
+    execv(binary.c_str(), argv.data());
     _exit(127);
   }
   close(output[1]);

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -17,10 +18,12 @@ namespace pkserve::bench {
 
 class EchoProcess {
  public:
-  // Starts `binary --serve_echo=127.0.0.1:0` and waits (up to `timeout`) for its "listening on"
-  // line. UNAVAILABLE, with what the child said, when it does not come.
-  static absl::StatusOr<std::unique_ptr<EchoProcess>> Start(const std::string& binary,
-                                                            absl::Duration timeout);
+  // Starts `binary --serve_echo=127.0.0.1:0 [extra_args...]` and waits (up to `timeout`) for its
+  // "listening on" line. UNAVAILABLE, with what the child said, when it does not come. The child
+  // only execs after fork (its argv is built before), so this is safe with gRPC's threads running.
+  static absl::StatusOr<std::unique_ptr<EchoProcess>> Start(
+      const std::string& binary, absl::Duration timeout,
+      const std::vector<std::string>& extra_args = {});
   ~EchoProcess();
   EchoProcess(const EchoProcess&) = delete;
   EchoProcess& operator=(const EchoProcess&) = delete;

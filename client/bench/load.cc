@@ -32,6 +32,22 @@ using Clock = std::chrono::steady_clock;
 // Calls go through the generic stub: requests leave as the pool's pre-serialized bytes.
 constexpr char kTopKMethod[] = "/pkserve.v1.SparseMemory/TopK";
 constexpr char kTopKStreamMethod[] = "/pkserve.v1.SparseMemory/TopKStream";
+constexpr char kLookupMethod[] = "/pkserve.v1.SparseMemory/Lookup";
+constexpr char kLookupStreamMethod[] = "/pkserve.v1.SparseMemory/LookupStream";
+
+// Payload bytes an answer brings back.
+size_t AnswerBytes(const v1::TopKResponse& response) {
+  return response.values().size() + response.slots().size();
+}
+size_t AnswerBytes(const v1::LookupResponse& response) {
+  return response.values().size() + response.slots().size() + response.weights().size();
+}
+void KeepAnswer(Sample& sample, v1::TopKResponse&& response) {
+  sample.response = std::move(response);
+}
+void KeepAnswer(Sample& sample, v1::LookupResponse&& response) {
+  sample.lookup = std::move(response);
+}
 
 // Parses an answer; false when it is not a valid message.
 template <typename Message>
@@ -105,9 +121,12 @@ class UnaryCall final : public Tag {
             Clock::time_point scheduled)
       : run_(run), worker_(worker), channel_(channel), request_(request), scheduled_(scheduled) {}
 
-  void Start(grpc::GenericStub& stub, grpc::CompletionQueue& cq, absl::Duration deadline) {
+  void Start(grpc::GenericStub& stub, grpc::CompletionQueue& cq, absl::Duration deadline,
+             bool lookup) {
+    lookup_ = lookup;
     context_.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(deadline));
-    reader_ = stub.PrepareUnaryCall(&context_, kTopKMethod, request_.buffer, &cq);
+    reader_ = stub.PrepareUnaryCall(&context_, lookup ? kLookupMethod : kTopKMethod,
+                                    request_.buffer, &cq);
     reader_->StartCall();
     reader_->Finish(&answer_, &status_, this);
   }
@@ -120,6 +139,7 @@ class UnaryCall final : public Tag {
   const int channel_;
   const PooledRequest& request_;
   const Clock::time_point scheduled_;
+  bool lookup_ = false;
   grpc::ClientContext context_;
   grpc::ByteBuffer answer_;
   grpc::Status status_;
@@ -134,7 +154,8 @@ class StreamCall {
   StreamCall(LevelRun& run, int worker, int channel)
       : run_(run), worker_(worker), channel_(channel) {}
 
-  void Open(grpc::GenericStub& stub, grpc::CompletionQueue& cq, Clock::time_point deadline);
+  void Open(grpc::GenericStub& stub, grpc::CompletionQueue& cq, Clock::time_point deadline,
+            bool lookup);
   // False when the stream is finishing or finished (the request was not taken).
   bool Enqueue(const PooledRequest& request, Clock::time_point scheduled);
   void Close();
@@ -154,6 +175,9 @@ class StreamCall {
   };
 
   void OnDone(Op op, bool ok);
+  // Parses the answer just read into `response` and hands it to the run.
+  template <typename StreamResponse>
+  void Deliver(StreamResponse& response, const Pending& answered);
   void StartWriteLocked();
   void MaybeCloseOrFinishLocked();
 
@@ -168,7 +192,9 @@ class StreamCall {
   grpc::ClientContext context_;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> stream_;
   grpc::ByteBuffer answer_;  // the outstanding Read's
+  bool lookup_ = false;
   v1::TopKStreamResponse response_;
+  v1::LookupStreamResponse lookup_response_;
   grpc::Status status_;  // Finish's
 
   std::mutex mu_;                  // guards everything below
@@ -206,23 +232,25 @@ class LevelRun {
   absl::StatusOr<LevelStats> Run(const std::function<void(const Progress&)>& on_progress);
 
   // Called on worker threads as calls complete.
+  template <typename Response>
   void OnUnaryDone(int worker, int channel, const PooledRequest& request,
-                   Clock::time_point scheduled, const grpc::Status& status,
-                   v1::TopKResponse& response);
+                   Clock::time_point scheduled, const grpc::Status& status, Response& response);
   // A stream's answer (or its failure: `response` null, `code` non-zero).
+  template <typename Response>
   void OnStreamAnswer(int worker, const PooledRequest& request, Clock::time_point scheduled,
-                      int code, v1::TopKResponse* response, absl::string_view message = "");
+                      int code, Response* response, absl::string_view message = "");
   // Closed loop: what a stream slot sends next, or null once the window is over.
   const PooledRequest* NextForClosedStream(int worker);
   void StreamFinished() { live_.fetch_sub(1); }
   bool open_loop() const { return spec_.rate > 0; }
+  bool lookup() const { return options_.workload.lookup.has_value(); }
 
  private:
   void StartUnary(int worker, int channel, const PooledRequest& request,
                   Clock::time_point scheduled);
+  template <typename Response>
   void Record(Worker& worker, const PooledRequest& request, Clock::time_point scheduled,
-              Clock::time_point answered, int code, v1::TopKResponse* response,
-              absl::string_view message);
+              Clock::time_point answered, int code, Response* response, absl::string_view message);
   const PooledRequest& Pick(std::mt19937_64& rng) const {
     return pool_[std::uniform_int_distribution<size_t>(0, pool_.size() - 1)(rng)];
   }
@@ -248,18 +276,27 @@ class LevelRun {
 
 void UnaryCall::Done(bool /*ok*/) {
   std::unique_ptr<UnaryCall> self(this);  // the queue hands the call back: it ends here
-  v1::TopKResponse response;
-  if (status_.ok() && !ParseAnswer(answer_, &response)) {
-    status_ = grpc::Status(grpc::StatusCode::INTERNAL, "the answer does not parse");
+  const auto deliver = [this](auto& response) {
+    if (status_.ok() && !ParseAnswer(answer_, &response)) {
+      status_ = grpc::Status(grpc::StatusCode::INTERNAL, "the answer does not parse");
+    }
+    run_.OnUnaryDone(worker_, channel_, request_, scheduled_, status_, response);
+  };
+  if (lookup_) {
+    v1::LookupResponse response;
+    deliver(response);
+  } else {
+    v1::TopKResponse response;
+    deliver(response);
   }
-  run_.OnUnaryDone(worker_, channel_, request_, scheduled_, status_, response);
 }
 
 void StreamCall::Open(grpc::GenericStub& stub, grpc::CompletionQueue& cq,
-                      Clock::time_point deadline) {
+                      Clock::time_point deadline, bool lookup) {
+  lookup_ = lookup;
   context_.set_deadline(std::chrono::system_clock::now() + (deadline - Clock::now()));
   std::lock_guard<std::mutex> lock(mu_);
-  stream_ = stub.PrepareCall(&context_, kTopKStreamMethod, &cq);
+  stream_ = stub.PrepareCall(&context_, lookup ? kLookupStreamMethod : kTopKStreamMethod, &cq);
   stream_->StartCall(&start_tag_);
 }
 
@@ -336,18 +373,10 @@ void StreamCall::OnDone(Op op, bool ok) {
       const Pending answered = in_flight_.front();
       in_flight_.pop_front();
       lock.unlock();
-      response_.Clear();
-      if (!ParseAnswer(answer_, &response_)) {
-        response_.mutable_error()->set_code(static_cast<int>(grpc::StatusCode::INTERNAL));
-      }
-      if (response_.has_result()) {
-        run_.OnStreamAnswer(worker_, *answered.request, answered.scheduled, 0,
-                            response_.mutable_result());
+      if (lookup_) {
+        Deliver(lookup_response_, answered);
       } else {
-        const int code = response_.has_error() ? response_.error().code()
-                                               : static_cast<int>(grpc::StatusCode::UNKNOWN);
-        run_.OnStreamAnswer(worker_, *answered.request, answered.scheduled, code == 0 ? 2 : code,
-                            nullptr, response_.error().message());
+        Deliver(response_, answered);
       }
       const PooledRequest* next = run_.open_loop() ? nullptr : run_.NextForClosedStream(worker_);
       lock.lock();
@@ -370,8 +399,9 @@ void StreamCall::OnDone(Op op, bool ok) {
       to_send_.clear();
       lock.unlock();
       for (const Pending& pending : unanswered) {
-        run_.OnStreamAnswer(worker_, *pending.request, pending.scheduled, code, nullptr,
-                            status_.error_message());
+        // A failure: the answer type does not matter.
+        run_.OnStreamAnswer(worker_, *pending.request, pending.scheduled, code,
+                            static_cast<v1::TopKResponse*>(nullptr), status_.error_message());
       }
       run_.StreamFinished();  // last: the level may end right after
       return;
@@ -380,18 +410,36 @@ void StreamCall::OnDone(Op op, bool ok) {
   MaybeCloseOrFinishLocked();
 }
 
+template <typename StreamResponse>
+void StreamCall::Deliver(StreamResponse& response, const Pending& answered) {
+  response.Clear();
+  if (!ParseAnswer(answer_, &response)) {
+    response.mutable_error()->set_code(static_cast<int>(grpc::StatusCode::INTERNAL));
+  }
+  if (response.has_result()) {
+    run_.OnStreamAnswer(worker_, *answered.request, answered.scheduled, 0,
+                        response.mutable_result());
+  } else {
+    const int code = response.has_error() ? response.error().code()
+                                          : static_cast<int>(grpc::StatusCode::UNKNOWN);
+    run_.OnStreamAnswer(worker_, *answered.request, answered.scheduled, code == 0 ? 2 : code,
+                        decltype(response.mutable_result())(nullptr), response.error().message());
+  }
+}
+
 void LevelRun::StartUnary(int worker, int channel, const PooledRequest& request,
                           Clock::time_point scheduled) {
   live_.fetch_add(1);
   in_flight_.fetch_add(1);
   auto call = std::make_unique<UnaryCall>(*this, worker, channel, request, scheduled);
-  call->Start(*stubs_[channel], workers_[worker]->cq, options_.deadline);
+  call->Start(*stubs_[channel], workers_[worker]->cq, options_.deadline, lookup());
   call.release();  // owned by the completion queue until UnaryCall::Done
 }
 
+template <typename Response>
 void LevelRun::OnUnaryDone(int worker, int channel, const PooledRequest& request,
                            Clock::time_point scheduled, const grpc::Status& status,
-                           v1::TopKResponse& response) {
+                           Response& response) {
   const Clock::time_point now = Clock::now();
   Worker& self = *workers_[worker];
   Record(self, request, scheduled, now, static_cast<int>(status.error_code()),
@@ -403,8 +451,9 @@ void LevelRun::OnUnaryDone(int worker, int channel, const PooledRequest& request
   live_.fetch_sub(1);
 }
 
+template <typename Response>
 void LevelRun::OnStreamAnswer(int worker, const PooledRequest& request, Clock::time_point scheduled,
-                              int code, v1::TopKResponse* response, absl::string_view message) {
+                              int code, Response* response, absl::string_view message) {
   Record(*workers_[worker], request, scheduled, Clock::now(), code, response, message);
   in_flight_.fetch_sub(1);
 }
@@ -415,8 +464,9 @@ const PooledRequest* LevelRun::NextForClosedStream(int worker) {
   return &Pick(workers_[worker]->rng);
 }
 
+template <typename Response>
 void LevelRun::Record(Worker& worker, const PooledRequest& request, Clock::time_point scheduled,
-                      Clock::time_point answered, int code, v1::TopKResponse* response,
+                      Clock::time_point answered, int code, Response* response,
                       absl::string_view message) {
   (code == 0 ? worker.answered : worker.failed).fetch_add(1, std::memory_order_relaxed);
   if (scheduled < measure_start_ || scheduled >= measure_end_) return;
@@ -427,8 +477,9 @@ void LevelRun::Record(Worker& worker, const PooledRequest& request, Clock::time_
   }
   ++stats.ok;
   stats.rows += request.rows;
-  stats.payload_bytes +=
-      request.scores_bytes + response->values().size() + response->slots().size();
+  stats.payload_bytes += request.scores_bytes + AnswerBytes(*response);
+  stats.outputs += request.outputs;
+  stats.table_bytes += request.table_bytes;
   stats.latency_ns.Record(Nanoseconds(answered - scheduled));
   const v1::Timing& timing = response->timing();
   if (timing.batch_rows() > 0) {
@@ -444,10 +495,14 @@ void LevelRun::Record(Worker& worker, const PooledRequest& request, Clock::time_
   if (wanted == 0) return;
   const uint64_t index = worker.sampled_from++;
   if (index < wanted) {
-    stats.samples.push_back({&request, std::move(*response)});
+    stats.samples.emplace_back();
+    stats.samples.back().request = &request;
+    KeepAnswer(stats.samples.back(), std::move(*response));
   } else if (const uint64_t slot = std::uniform_int_distribution<uint64_t>(0, index)(worker.rng);
              slot < wanted) {
-    stats.samples[slot] = {&request, std::move(*response)};
+    stats.samples[slot] = Sample();
+    stats.samples[slot].request = &request;
+    KeepAnswer(stats.samples[slot], std::move(*response));
   }
 }
 
@@ -544,7 +599,8 @@ absl::StatusOr<LevelStats> LevelRun::Run(const std::function<void(const Progress
     for (int i = 0; i < streams; ++i) {
       streams_.push_back(std::make_unique<StreamCall>(*this, i % threads, i % channels));
       live_.fetch_add(1);
-      streams_.back()->Open(*stubs_[i % channels], workers_[i % threads]->cq, stream_deadline);
+      streams_.back()->Open(*stubs_[i % channels], workers_[i % threads]->cq, stream_deadline,
+                            lookup());
     }
   }
   if (open_loop()) {
@@ -617,6 +673,7 @@ absl::StatusOr<LevelStats> LevelRun::Run(const std::function<void(const Progress
     merged.samples.resize(options_.verify);
   }
   merged.seconds = absl::ToDoubleSeconds(options_.duration);
+  merged.lookup = lookup();
   merged.cpu_seconds = cpu_at_end - cpu_at_start;
   merged.server_cpu_seconds = server_cpu_at_start >= 0 && server_cpu_at_end >= 0
                                   ? server_cpu_at_end - server_cpu_at_start
@@ -632,6 +689,9 @@ void LevelStats::Merge(LevelStats&& other) {
   ok += other.ok;
   rows += other.rows;
   payload_bytes += other.payload_bytes;
+  lookup = lookup || other.lookup;
+  outputs += other.outputs;
+  table_bytes += other.table_bytes;
   for (const auto& [code, count] : other.errors) errors[code] += count;
   first_messages.merge(other.first_messages);  // keeps this one's where both have a code
   latency_ns.Merge(other.latency_ns);

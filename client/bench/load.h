@@ -3,7 +3,8 @@
 //
 // Everything is asynchronous on gRPC completion queues, one per worker thread ("bench-cq-N").
 // Closed loop: `concurrency` slots each keep one request in flight (unary: a new call as soon as
-// the last is answered; stream: one TopKStream per slot, one request at a time). Open loop: a
+// the last is answered; stream: one TopKStream per slot, one request at a time). Lookup load
+// (Workload::lookup) calls Lookup and LookupStream the same way. Open loop: a
 // scheduler thread ("bench-sched") sends at scheduled times (Poisson or constant gaps) without
 // waiting for answers, so a slow answer never delays the next send; latency counts from the
 // scheduled time, so a late send (the scheduler behind, or --max_outstanding reached) is charged
@@ -34,10 +35,12 @@ struct LevelSpec {
   double rate = 0;      // open loop (requests/s), when > 0
 };
 
-// A response kept for --verify, with the request it answers.
+// A response kept for --verify, with the request it answers: `response` for TopK load, `lookup`
+// for lookup load.
 struct Sample {
   const PooledRequest* request = nullptr;
   v1::TopKResponse response;
+  v1::LookupResponse lookup;
 };
 
 struct LevelStats {
@@ -46,13 +49,16 @@ struct LevelStats {
   double server_cpu_seconds = -1;  // CPU time of --server_pid in the window; -1 when not known
   uint64_t ok = 0;                 // requests answered successfully
   uint64_t rows = 0;               // their rows
-  uint64_t payload_bytes = 0;      // their scores, values and slots bytes
+  uint64_t payload_bytes = 0;      // their scores, values and slots bytes (lookups: and weights)
+  bool lookup = false;             // Lookup load: the two figures below are kept
+  uint64_t outputs = 0;            // lookups: their outputs (rows / heads)
+  uint64_t table_bytes = 0;        // lookups: values-table bytes they read (rows x kk x row)
   std::map<int, uint64_t> errors;  // failed requests by gRPC status code
   std::map<int, std::string> first_messages;  // a failed request's message, for each such code
-  LogHistogram latency_ns;         // successful requests: (scheduled) send to answer
-  LogHistogram batch_rows;         // successful requests: the server's Timing.batch_rows
-  LogHistogram queue_us;           // ... Timing.queue_us
-  LogHistogram compute_us;         // ... Timing.compute_us
+  LogHistogram latency_ns;                    // successful requests: (scheduled) send to answer
+  LogHistogram batch_rows;                    // successful requests: the server's Timing.batch_rows
+  LogHistogram queue_us;                      // ... Timing.queue_us
+  LogHistogram compute_us;                    // ... Timing.compute_us
   // The server executor's time spent on these requests' rows: each request's share of its batch's
   // compute time (rows / batch_rows of it), summed. Over `seconds`: how busy the executor was.
   double executor_seconds = 0;

@@ -1,11 +1,15 @@
 // pkserve-bench: load generator for pkserve. Closed-loop concurrency sweeps or open-loop request
 // rates, unary or stream calls, an echo baseline (a process of its own, or in-process with
 // --baseline_in_process) measured level by level beside the target, sampled answers checked bit
-// for bit against the CPU implementation.
+// for bit against the CPU implementation. With --memory=NAME the load is lookups of that hosted
+// memory (Lookup / LookupStream), its shape read from the target's GetServerInfo, answers verified
+// against the CPU lookup on the table read from --memory_file.
 //
 //   pkserve-bench --target=127.0.0.1:50051 --widths=1024,1024 --k=64 --dtype=bfloat16 --rows=1
 //       --concurrency=1,4,16,64 --warmup=2 --duration=10 --baseline=echo --verify=100
 //       --json=out.json
+//   pkserve-bench --memory=m --k=32 --heads=4 --rows=256 --baseline=echo --verify=20
+//       --memory_file=m.safetensors
 //
 // Exit status: 0 when every level ran, every verified answer matched and no level's failed
 // requests passed --max_error_fraction (also 0 after --help); 1 when a level could not run, no
@@ -29,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "client/bench/channels.h"
 #include "client/bench/echo_process.h"
@@ -40,6 +45,7 @@
 #include "client/bench/verify.h"
 #include "pkserve/v1/pkserve.grpc.pb.h"
 #include "server/flag_usage.h"
+#include "server/memory_store.h"
 #include "server/version.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
@@ -50,7 +56,21 @@ ABSL_FLAG(std::string, tls_cert, "", "client certificate chain (PEM), for mutual
 ABSL_FLAG(std::string, tls_key, "", "private key (PEM) of --tls_cert");
 ABSL_FLAG(std::string, tls_server_name, "",
           "the name the server's certificate must carry, when not the host of --target");
-ABSL_FLAG(std::string, widths, "1024,1024", "factor widths of every request");
+ABSL_FLAG(std::string, widths, "1024,1024",
+          "factor widths of every request (with --memory: the memory's, from the server)");
+ABSL_FLAG(std::string, memory, "",
+          "lookup load: Lookup (or LookupStream) calls to this hosted memory instead of TopK; its "
+          "widths, dim and dtype come from the target's GetServerInfo; --rows counts score rows, "
+          "a multiple of --heads");
+ABSL_FLAG(uint32_t, heads, 1, "with --memory: score rows per output, 1..64");
+ABSL_FLAG(bool, return_slots, false,
+          "with --memory: ask for each row's slots and weights too (and verify them)");
+ABSL_FLAG(std::string, memory_file, "",
+          "with --memory and --verify: the file the target loaded the memory from (safetensors "
+          "or .npy; widths from the server), to compute the reference answers");
+ABSL_FLAG(std::string, echo_memory, "",
+          "with --serve_echo: the memories its lookups answer as, NAME:W0xW1:DIM:DTYPE, "
+          "comma-separated (pkserve-bench passes them to the echo process it starts)");
 ABSL_FLAG(uint32_t, k, 64, "slots wanted per row");
 ABSL_FLAG(std::string, dtype, "bfloat16",
           "element type: float32 or bfloat16 (f32 and bf16 are taken too)");
@@ -108,6 +128,7 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   if (!widths.ok()) return widths.status();
   absl::StatusOr<pk::DType> dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
   if (!dtype.ok()) return dtype.status();
+  // Lookups: the widths are checked again once the server has said the memory's.
   pk::Result<pk::Problem> problem = pk::ValidateProblem(*widths, absl::GetFlag(FLAGS_k), *dtype);
   if (!problem.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--widths/--k: ", problem.error().message));
@@ -120,6 +141,25 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   absl::StatusOr<CallMode> mode = ParseCallMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return mode.status();
   options.workload.mode = *mode;
+  if (const std::string memory = absl::GetFlag(FLAGS_memory); !memory.empty()) {
+    LookupWorkload lookup;
+    lookup.memory = memory;
+    lookup.heads = absl::GetFlag(FLAGS_heads);
+    lookup.return_slots = absl::GetFlag(FLAGS_return_slots);
+    if (lookup.heads < 1 || lookup.heads > pk::kMaxHeads) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--heads must be in [1, ", pk::kMaxHeads, "], got ", lookup.heads));
+    }
+    if (options.workload.min_rows % lookup.heads != 0 ||
+        options.workload.max_rows % lookup.heads != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--rows must be a multiple of --heads (",
+                                                     lookup.heads, ") at both ends, got ",
+                                                     absl::GetFlag(FLAGS_rows)));
+    }
+    options.workload.lookup = lookup;
+  } else if (!absl::GetFlag(FLAGS_memory_file).empty()) {
+    return absl::InvalidArgumentError("--memory_file needs --memory");
+  }
   absl::StatusOr<std::vector<int>> concurrency = ParseConcurrency(absl::GetFlag(FLAGS_concurrency));
   if (!concurrency.ok()) return concurrency.status();
   options.concurrency = *concurrency;
@@ -152,6 +192,12 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   options.max_outstanding = absl::GetFlag(FLAGS_max_outstanding);
   options.pool_requests = absl::GetFlag(FLAGS_pool);
   options.verify = absl::GetFlag(FLAGS_verify);
+  options.memory_file = absl::GetFlag(FLAGS_memory_file);
+  if (options.workload.lookup.has_value() && options.verify > 0 && options.memory_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--verify with --memory needs --memory_file: the file the server loaded the memory from, "
+        "to compute the reference answers");
+  }
   for (absl::Status status : {in_range(options.connections, 1, 256, "connections"),
                               in_range(options.threads, 0, 256, "threads"),
                               in_range(options.max_outstanding, 1, 1000000, "max_outstanding"),
@@ -184,6 +230,66 @@ std::string DescribeServer(const v1::ServerInfo& info) {
                       absl::StrJoin(info.devices(), "; "), "), max_batch_rows ",
                       info.batching().max_batch_rows(), ", max_queue_delay_us ",
                       info.batching().max_queue_delay_us());
+}
+
+pk::DType FromWire(v1::DType dtype) {
+  return dtype == v1::DTYPE_BFLOAT16 ? pk::DType::kBFloat16 : pk::DType::kFloat32;
+}
+
+// Lookups: the memory --memory names among those the target holds; its widths, dim and dtype
+// complete `workload`. NOT_FOUND naming the memories held when it is not there.
+absl::StatusOr<v1::MemoryInfo> ResolveMemory(const v1::ServerInfo& info, const std::string& target,
+                                             Workload& workload) {
+  LookupWorkload& lookup = *workload.lookup;
+  std::vector<std::string> names;
+  for (const v1::MemoryInfo& memory : info.memories()) {
+    names.push_back(memory.name());
+    if (memory.name() != lookup.memory) continue;
+    if (memory.dtype() != v1::DTYPE_BFLOAT16 && memory.dtype() != v1::DTYPE_FLOAT32) {
+      return absl::FailedPreconditionError(absl::StrCat("memory '", memory.name(), "' on ", target,
+                                                        " has dtype ", memory.dtype(),
+                                                        ", which pkserve-bench does not know"));
+    }
+    const std::vector<uint32_t> widths(memory.factor_widths().begin(),
+                                       memory.factor_widths().end());
+    pk::Result<pk::Problem> problem =
+        pk::ValidateProblem(widths, workload.problem.k, workload.problem.dtype);
+    if (!problem.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--k against memory '", memory.name(), "': ", problem.error().message));
+    }
+    workload.problem = problem.value();
+    lookup.dim = memory.dim();
+    lookup.value_dtype = FromWire(memory.dtype());
+    return memory;
+  }
+  return absl::NotFoundError(
+      absl::StrCat("--memory=", lookup.memory, ": ", target, " holds no such memory; it holds ",
+                   names.empty() ? "none" : absl::StrCat("'", absl::StrJoin(names, "', '"), "'")));
+}
+
+// --memory_file for --verify: the table, read with the server's loader and checked against the
+// shape the server reports (widths from the server, so a .npy file works too).
+absl::StatusOr<std::unique_ptr<HostedMemory>> OpenReferenceTable(const std::string& path,
+                                                                 const v1::MemoryInfo& memory) {
+  MemorySpec spec;
+  spec.name = memory.name();
+  spec.path = path;
+  spec.widths.assign(memory.factor_widths().begin(), memory.factor_widths().end());
+  absl::StatusOr<std::unique_ptr<HostedMemory>> opened = HostedMemory::Open(spec);
+  if (!opened.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--memory_file: ", opened.status().message()));
+  }
+  const MemoryLayout& layout = (*opened)->layout();
+  if (layout.slots != memory.slots() || layout.dim != memory.dim() ||
+      layout.dtype != FromWire(memory.dtype())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--memory_file=", path, " holds ", layout.slots, " slots x dim ", layout.dim,
+                     " ", DTypeFlagName(layout.dtype), ", but memory '", memory.name(),
+                     "' on the server is ", memory.slots(), " slots x dim ", memory.dim(), " ",
+                     DTypeFlagName(FromWire(memory.dtype())), ": not the file it loaded"));
+  }
+  return opened;
 }
 
 // Runs one level, with a progress line on a terminal.
@@ -219,6 +325,16 @@ int ServeEcho(const std::string& address) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before gRPC starts threads
   EchoOptions echo_options;
   echo_options.address = address;
+  if (const std::string memories = absl::GetFlag(FLAGS_echo_memory); !memories.empty()) {
+    for (absl::string_view entry : absl::StrSplit(memories, ',')) {
+      absl::StatusOr<v1::MemoryInfo> memory = ParseEchoMemory(entry);
+      if (!memory.ok()) {
+        std::fprintf(stderr, "pkserve-bench: %s\n", std::string(memory.status().message()).c_str());
+        return kUsageError;
+      }
+      echo_options.memories.push_back(*std::move(memory));
+    }
+  }
   absl::StatusOr<std::unique_ptr<EchoServer>> echo = EchoServer::Start(echo_options);
   if (!echo.ok()) {
     std::fprintf(stderr, "pkserve-bench: %s\n", std::string(echo.status().message()).c_str());
@@ -240,28 +356,34 @@ int Main() {
     std::fprintf(stderr, "pkserve-bench: %s\n", std::string(parsed.status().message()).c_str());
     return kUsageError;
   }
-  const BenchOptions& options = *parsed;
+  BenchOptions options = *std::move(parsed);  // lookups: completed from the server's info
   absl::StatusOr<TargetSpec> target = ParseTarget(options.target);
   if (!target.ok()) {
     std::fprintf(stderr, "pkserve-bench: %s\n", std::string(target.status().message()).c_str());
     return kUsageError;
   }
   const bool tty = isatty(STDOUT_FILENO) == 1;
-  // The echo baseline's own process starts first, before this process has gRPC's threads.
+  const bool lookup = options.workload.lookup.has_value();
+  // The echo baseline's own process: for TopK load it starts first, before this process has
+  // gRPC's threads; for lookups once the server has said the memory's shape, which the echo
+  // answers with (EchoProcess::Start only execs in the child, so that is safe too).
   std::unique_ptr<EchoProcess> echo_process;
-  if (options.baseline_echo && !absl::GetFlag(FLAGS_baseline_in_process)) {
+  const auto start_echo_process = [&echo_process](const std::vector<std::string>& args) {
     absl::StatusOr<std::string> self = SelfExecutable();
     absl::StatusOr<std::unique_ptr<EchoProcess>> started =
-        self.ok() ? EchoProcess::Start(*self, kConnectTimeout)
+        self.ok() ? EchoProcess::Start(*self, kConnectTimeout, args)
                   : absl::StatusOr<std::unique_ptr<EchoProcess>>(self.status());
     if (!started.ok()) {
       std::fprintf(stderr, "pkserve-bench: %s\n", std::string(started.status().message()).c_str());
-      return 1;
+      return false;
     }
     echo_process = *std::move(started);
-  }
+    return true;
+  };
+  const bool echo_in_own_process =
+      options.baseline_echo && !absl::GetFlag(FLAGS_baseline_in_process);
+  if (echo_in_own_process && !lookup && !start_echo_process({})) return 1;
 
-  const RequestPool pool(options.workload, options.pool_requests, options.pool_bytes, options.seed);
   client::TlsOptions tls;
   tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
   tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
@@ -281,6 +403,47 @@ int Main() {
     std::fprintf(stderr, "pkserve-bench: %s\n", std::string(connected.message()).c_str());
     return 1;
   }
+
+  v1::ServerInfo info;
+  grpc::Status info_status;
+  {
+    std::unique_ptr<v1::SparseMemory::Stub> stub = v1::SparseMemory::NewStub(channels.front());
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    info_status = stub->GetServerInfo(&context, v1::ServerInfoRequest(), &info);
+    if (!info_status.ok()) info.Clear();
+  }
+  v1::MemoryInfo memory;
+  std::unique_ptr<HostedMemory> reference_table;  // lookups with --verify
+  if (lookup) {
+    if (!info_status.ok()) {
+      std::fprintf(stderr,
+                   "pkserve-bench: --memory needs the target's GetServerInfo, which failed: %s\n",
+                   info_status.error_message().c_str());
+      return 1;
+    }
+    absl::StatusOr<v1::MemoryInfo> resolved = ResolveMemory(info, options.target, options.workload);
+    if (!resolved.ok()) {
+      std::fprintf(stderr, "pkserve-bench: %s\n", std::string(resolved.status().message()).c_str());
+      return 1;
+    }
+    memory = *std::move(resolved);
+    if (options.verify > 0) {
+      absl::StatusOr<std::unique_ptr<HostedMemory>> opened =
+          OpenReferenceTable(options.memory_file, memory);
+      if (!opened.ok()) {
+        std::fprintf(stderr, "pkserve-bench: %s\n", std::string(opened.status().message()).c_str());
+        return 1;
+      }
+      reference_table = *std::move(opened);
+    }
+    if (echo_in_own_process &&
+        !start_echo_process({absl::StrCat("--echo_memory=", EchoMemoryFlag(memory))})) {
+      return 1;
+    }
+  }
+
+  const RequestPool pool(options.workload, options.pool_requests, options.pool_bytes, options.seed);
   std::unique_ptr<EchoServer> echo;
   BenchOptions echo_options = options;
   // The echo's CPU is reported when it runs in a process of its own; in this one, it is the
@@ -293,7 +456,9 @@ int Main() {
     echo_address = echo_process->address();
     echo_where = absl::StrCat("a process of its own, pid ", echo_process->pid());
   } else if (options.baseline_echo) {
-    absl::StatusOr<std::unique_ptr<EchoServer>> started = EchoServer::Start(EchoOptions());
+    EchoOptions in_process;
+    if (lookup) in_process.memories.push_back(memory);
+    absl::StatusOr<std::unique_ptr<EchoServer>> started = EchoServer::Start(in_process);
     if (!started.ok()) {
       std::fprintf(stderr, "pkserve-bench: %s\n", std::string(started.status().message()).c_str());
       return 1;
@@ -313,13 +478,6 @@ int Main() {
     echo_generator.emplace(echo_options, pool, std::move(echo_channels));
   }
 
-  v1::ServerInfo info;
-  {
-    std::unique_ptr<v1::SparseMemory::Stub> stub = v1::SparseMemory::NewStub(channels.front());
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    if (!stub->GetServerInfo(&context, v1::ServerInfoRequest(), &info).ok()) info.Clear();
-  }
   const std::string server = DescribeServer(info);
   // The measured server's name in the output: an echo in a process of its own (--serve_echo)
   // says so.
@@ -374,7 +532,9 @@ int Main() {
       exit_code = 1;
     }
     if (options.verify > 0) {
-      result.verify = VerifySamples(options.workload.problem, result.service.samples);
+      result.verify = lookup ? VerifyLookupSamples(options.workload, reference_table->values(),
+                                                   result.service.samples)
+                             : VerifySamples(options.workload.problem, result.service.samples);
       result.service.samples.clear();
       const VerifyResult& verify = *result.verify;
       if (verify.checked == 0) {

@@ -121,9 +121,17 @@ std::string DescribeWorkload(const Workload& workload) {
   const std::string rows = workload.min_rows == workload.max_rows
                                ? absl::StrCat(workload.min_rows)
                                : absl::StrCat(workload.min_rows, "-", workload.max_rows);
+  const char* mode = workload.mode == CallMode::kUnary ? "unary" : "stream";
+  if (workload.lookup.has_value()) {
+    const LookupWorkload& lookup = *workload.lookup;
+    return absl::StrCat("lookup memory ", lookup.memory, " (", absl::StrJoin(widths, "x"),
+                        " slots, dim ", lookup.dim, " ", DTypeFlagName(lookup.value_dtype),
+                        ") k=", problem.k, " heads ", lookup.heads, " ",
+                        DTypeFlagName(problem.dtype), lookup.return_slots ? " with slots" : "",
+                        ", rows ", rows, ", ", mode);
+  }
   return absl::StrCat(absl::StrJoin(widths, "x"), " k=", problem.k, " ",
-                      DTypeFlagName(problem.dtype), ", rows ", rows, ", ",
-                      workload.mode == CallMode::kUnary ? "unary" : "stream");
+                      DTypeFlagName(problem.dtype), ", rows ", rows, ", ", mode);
 }
 
 }  // namespace pkserve::bench

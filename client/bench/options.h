@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,12 +18,25 @@ namespace pkserve::bench {
 enum class CallMode { kUnary, kStream };
 enum class Arrivals { kPoisson, kConstant };
 
-// The requests sent: one shape, rows per request drawn uniformly from [min_rows, max_rows].
+// Lookup load (--memory): the memory asked for, its shape as the target's GetServerInfo gives it,
+// and the request's heads. The Workload's problem then holds the memory's widths, the request's k
+// and the scores' dtype; rows count score rows (a multiple of heads).
+struct LookupWorkload {
+  std::string memory;
+  uint32_t heads = 1;
+  uint32_t dim = 0;                             // values per slot
+  pk::DType value_dtype = pk::DType::kFloat32;  // of the table, and so of the outputs
+  bool return_slots = false;                    // ask for each row's slots and weights too
+};
+
+// The requests sent: one shape, rows per request drawn uniformly from [min_rows, max_rows] (for
+// lookups: multiples of heads in that range).
 struct Workload {
   pk::Problem problem;  // validated widths, k, dtype
   uint32_t min_rows = 1;
   uint32_t max_rows = 1;
   CallMode mode = CallMode::kUnary;
+  std::optional<LookupWorkload> lookup;  // set: Lookup / LookupStream calls instead of TopK
 };
 
 struct BenchOptions {
@@ -40,6 +54,7 @@ struct BenchOptions {
   int pool_requests = 64;       // distinct pre-generated requests, at most
   int64_t pool_bytes = int64_t{64} << 20;  // ...and their scores bytes, at most
   int verify = 0;              // responses per level checked against the CPU implementation
+  std::string memory_file;     // lookups with --verify: the file the target loaded the memory from
   bool baseline_echo = false;  // also measure an in-process echo server, level by level
   std::string json_path;       // --json FILE; empty = none
   uint64_t seed = 1;
@@ -69,7 +84,8 @@ absl::StatusOr<Arrivals> ParseArrivals(absl::string_view text);
 absl::StatusOr<absl::Duration> ParseSeconds(double seconds, absl::string_view flag,
                                             bool allow_zero);
 
-// "1024x1024 k=64 bfloat16, rows 1-64, unary"
+// "1024x1024 k=64 bfloat16, rows 1-64, unary"; lookups add the memory:
+// "lookup memory m (1024x1024 slots, dim 1024 bfloat16) k=32 heads 4 bfloat16, rows 256, unary"
 std::string DescribeWorkload(const Workload& workload);
 
 }  // namespace pkserve::bench

@@ -1,6 +1,7 @@
 #include "client/bench/report.h"
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -41,15 +42,20 @@ std::string FiguresJson(const LevelStats& stats) {
   for (const auto& [code, count] : stats.errors) {
     errors.push_back(absl::StrCat("\"", StatusCodeName(code), "\": ", count));
   }
-  return absl::StrCat("\"requests_per_s\": ", Number(PerSecond(stats.ok, stats)),
-                      ", \"rows_per_s\": ", Number(PerSecond(stats.rows, stats)),
-                      ", \"mb_per_s\": ", Number(PerSecond(stats.payload_bytes, stats) / 1e6),
-                      ", \"latency_us\": {\"p50\": ", Number(Micros(latency.Percentile(0.50))),
-                      ", \"p90\": ", Number(Micros(latency.Percentile(0.90))),
-                      ", \"p99\": ", Number(Micros(latency.Percentile(0.99))),
-                      ", \"p999\": ", Number(Micros(latency.Percentile(0.999))),
-                      ", \"max\": ", Number(Micros(latency.max())), "}, \"errors\": {",
-                      absl::StrJoin(errors, ", "), "}");
+  return absl::StrCat(
+      "\"requests_per_s\": ", Number(PerSecond(stats.ok, stats)),
+      ", \"rows_per_s\": ", Number(PerSecond(stats.rows, stats)),
+      ", \"mb_per_s\": ", Number(PerSecond(stats.payload_bytes, stats) / 1e6),
+      stats.lookup ? absl::StrCat(", \"outputs_per_s\": ", Number(PerSecond(stats.outputs, stats)),
+                                  ", \"value_mb_per_s\": ",
+                                  Number(PerSecond(stats.table_bytes, stats) / 1e6))
+                   : "",
+      ", \"latency_us\": {\"p50\": ", Number(Micros(latency.Percentile(0.50))),
+      ", \"p90\": ", Number(Micros(latency.Percentile(0.90))),
+      ", \"p99\": ", Number(Micros(latency.Percentile(0.99))),
+      ", \"p999\": ", Number(Micros(latency.Percentile(0.999))),
+      ", \"max\": ", Number(Micros(latency.max())), "}, \"errors\": {", absl::StrJoin(errors, ", "),
+      "}");
 }
 
 std::string LevelKeyJson(const LevelSpec& spec) {
@@ -57,14 +63,21 @@ std::string LevelKeyJson(const LevelSpec& spec) {
                        : absl::StrCat("\"concurrency\": ", spec.concurrency);
 }
 
-std::string TableRow(const std::string& level, const std::string& server, const LevelStats& s) {
+// Lookups: outputs/s and value-table MB/s, as table cells ("| 1234 | 56.7 ") after rows/s.
+std::string LookupCells(const LevelStats& s) {
+  return absl::StrFormat(" %.0f | %.1f |", PerSecond(s.outputs, s),
+                         PerSecond(s.table_bytes, s) / 1e6);
+}
+
+std::string TableRow(const std::string& level, const std::string& server, const LevelStats& s,
+                     bool lookup) {
   const LogHistogram& latency = s.latency_ns;
   return absl::StrFormat(
-      "| %s | %s | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s |\n", level,
-      server, PerSecond(s.ok, s), PerSecond(s.rows, s), PerSecond(s.payload_bytes, s) / 1e6,
-      Micros(latency.Percentile(0.50)), Micros(latency.Percentile(0.90)),
-      Micros(latency.Percentile(0.99)), Micros(latency.Percentile(0.999)), Micros(latency.max()),
-      ErrorsText(s), BatchText(s));
+      "| %s | %s | %.0f | %.0f |%s %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s |\n", level,
+      server, PerSecond(s.ok, s), PerSecond(s.rows, s), lookup ? LookupCells(s) : "",
+      PerSecond(s.payload_bytes, s) / 1e6, Micros(latency.Percentile(0.50)),
+      Micros(latency.Percentile(0.90)), Micros(latency.Percentile(0.99)),
+      Micros(latency.Percentile(0.999)), Micros(latency.max()), ErrorsText(s), BatchText(s));
 }
 
 }  // namespace
@@ -83,6 +96,10 @@ std::string SummaryLine(const LevelStats& s) {
       Micros(latency.Percentile(0.50)), Micros(latency.Percentile(0.90)),
       Micros(latency.Percentile(0.99)), Micros(latency.Percentile(0.999)), Micros(latency.max()),
       ErrorsText(s));
+  if (s.lookup) {
+    absl::StrAppendFormat(&line, "; %.0f outputs/s, %.1f value MB/s", PerSecond(s.outputs, s),
+                          PerSecond(s.table_bytes, s) / 1e6);
+  }
   if (s.ok > 0) {
     absl::StrAppendFormat(&line, "; bench CPU %.2f cores, %.1f us/req", s.cpu_seconds / s.seconds,
                           s.cpu_seconds * 1e6 / static_cast<double>(s.ok + s.error_count()));
@@ -110,20 +127,25 @@ std::string SummaryLine(const LevelStats& s) {
 }
 
 std::string ResultTable(const std::vector<LevelResult>& results, const std::string& target) {
+  bool lookup = false;
+  for (const LevelResult& result : results) lookup = lookup || result.service.lookup;
   std::string table =
-      "| level | server | req/s | rows/s | MB/s | p50 us | p90 us | p99 us | p99.9 us | max us | "
-      "errors | batch rows mean (p10/p50/p90/max) |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+      absl::StrCat("| level | server | req/s | rows/s |", lookup ? " outputs/s | value MB/s |" : "",
+                   " MB/s | p50 us | p90 us | p99 us | p99.9 us | max us | "
+                   "errors | batch rows mean (p10/p50/p90/max) |\n"
+                   "|---|---|---|---|---|---|---|---|---|---|---|---|",
+                   lookup ? "---|---|" : "", "\n");
   std::string ratios;
   for (const LevelResult& result : results) {
     const std::string level = LevelName(result.spec);
-    absl::StrAppend(&table, TableRow(level, target, result.service));
+    absl::StrAppend(&table, TableRow(level, target, result.service, lookup));
     if (!result.baseline.has_value()) continue;
     const LevelStats& echo = *result.baseline;
-    absl::StrAppend(&table, TableRow(level, "echo", echo));
+    absl::StrAppend(&table, TableRow(level, "echo", echo, lookup));
+    const uint64_t ours = lookup ? result.service.outputs : result.service.rows;
+    const uint64_t theirs = lookup ? echo.outputs : echo.rows;
     const double rows_ratio =
-        echo.rows > 0 ? static_cast<double>(result.service.rows) / static_cast<double>(echo.rows)
-                      : 0.0;
+        theirs > 0 ? static_cast<double>(ours) / static_cast<double>(theirs) : 0.0;
     const auto more_us = [&result, &echo](double quantile) {
       return Micros(result.service.latency_ns.Percentile(quantile)) -
              Micros(echo.latency_ns.Percentile(quantile));
@@ -133,9 +155,9 @@ std::string ResultTable(const std::vector<LevelResult>& results, const std::stri
   }
   if (!ratios.empty()) {
     absl::StrAppendFormat(&table,
-                          "\n| level | rows/s, %s / echo | p50 us, %s - echo | p90 us, %s - echo "
+                          "\n| level | %s/s, %s / echo | p50 us, %s - echo | p90 us, %s - echo "
                           "| p99 us, %s - echo |\n|---|---|---|---|---|\n%s",
-                          target, target, target, target, ratios);
+                          lookup ? "outputs" : "rows", target, target, target, target, ratios);
   }
   return table;
 }
@@ -150,6 +172,12 @@ std::string WorkloadJson(const BenchOptions& options) {
       ", \"max\": ", options.workload.max_rows, "}, \"mode\": \"",
       options.workload.mode == CallMode::kUnary ? "unary" : "stream", "\", \"loop\": \"",
       options.open_loop() ? "open" : "closed", "\"");
+  if (const std::optional<LookupWorkload>& lookup = options.workload.lookup; lookup.has_value()) {
+    absl::StrAppend(&json, ", \"memory\": \"", lookup->memory, "\", \"heads\": ", lookup->heads,
+                    ", \"dim\": ", lookup->dim, ", \"value_dtype\": \"",
+                    DTypeFlagName(lookup->value_dtype),
+                    "\", \"return_slots\": ", lookup->return_slots ? "true" : "false");
+  }
   if (options.open_loop()) {
     absl::StrAppend(&json, ", \"arrivals\": \"",
                     options.arrivals == Arrivals::kPoisson ? "poisson" : "constant", "\"");

@@ -11,8 +11,12 @@
 //                 "dtype": "bfloat16", "rows": {"min": 1, "max": 1}, "mode": "unary",
 //                 "loop": "closed", ("arrivals": "poisson" in open loop) "connections": 1,
 //                 "threads": 8, "warmup_s": 2, "duration_s": 10, "deadline_s": 10,
-//                 "pool": 64, "seed": 1},
+//                 "pool": 64, "seed": 1,
+//                 lookups (--memory) add: "memory": "m", "heads": 4, "dim": 1024,
+//                 "value_dtype": "bfloat16", "return_slots": false},
 //    "requests_per_s": ..., "rows_per_s": ..., "mb_per_s": ...,
+//    lookups add "outputs_per_s": ... and "value_mb_per_s": ... (values-table bytes the lookups
+//    read, rows x kk x dim x element bytes, in 10^6 bytes per second),
 //    "latency_us": {"p50": ..., "p90": ..., "p99": ..., "p999": ..., "max": ...},
 //    "errors": {"UNAVAILABLE": 3},           (failed requests by gRPC code; {} when none)
 //    and, where known: "batch_rows": {"mean", "p10", "p50", "p90", "p99", "max"} (the server's
@@ -21,7 +25,9 @@
 //    (with --server_pid), "send_lag_us": {"p50", "p99", "max"} (open loop)}
 // requests_per_s and rows_per_s count successful requests whose send fell in the measured window,
 // over the window's length; mb_per_s is their payload (scores out, values and slots back), in
-// 10^6 bytes per second; latencies are of successful requests, from the (scheduled) send.
+// 10^6 bytes per second; latencies are of successful requests, from the (scheduled) send. For
+// lookups the table has outputs/s and value MB/s columns after rows/s, and the comparison with
+// the echo is of outputs/s.
 #pragma once
 
 #include <optional>

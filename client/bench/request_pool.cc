@@ -32,22 +32,50 @@ RequestPool::RequestPool(const Workload& workload, int max_requests, int64_t max
   for (int i = 0; i < count; ++i) {
     PooledRequest& pooled = requests_[i];
     pooled.rows = row_counts[i];
+    if (workload.lookup.has_value()) {
+      const uint32_t heads = workload.lookup->heads;
+      pooled.rows = std::max(heads, pooled.rows / heads * heads);
+    }
     const std::vector<std::byte> scores =
         pk::testing::RandomRows(problem, pooled.rows, pk::testing::Distribution::kNormal, engine);
-    v1::TopKRequest& request = pooled.request;
-    for (int f = 0; f < problem.factors; ++f) request.add_factor_widths(problem.widths[f]);
-    request.set_k(problem.k);
-    request.set_dtype(WireDType(problem.dtype));
-    request.set_rows(pooled.rows);
-    request.set_scores(reinterpret_cast<const char*>(scores.data()), scores.size());
     pooled.scores_bytes = scores.size();
-    request.SerializeToString(&pooled.wire);
+    if (workload.lookup.has_value()) {
+      const LookupWorkload& lookup = *workload.lookup;
+      v1::LookupRequest& request = pooled.lookup;
+      request.set_memory(lookup.memory);
+      request.set_k(problem.k);
+      request.set_dtype(WireDType(problem.dtype));
+      request.set_rows(pooled.rows);
+      request.set_heads(lookup.heads);
+      request.set_scores(reinterpret_cast<const char*>(scores.data()), scores.size());
+      request.set_return_slots(lookup.return_slots);
+      request.SerializeToString(&pooled.wire);
+      pooled.outputs = pooled.rows / lookup.heads;
+      const size_t row_bytes = size_t{lookup.dim} * pk::ElementBytes(lookup.value_dtype);
+      pooled.table_bytes = uint64_t{pooled.rows} * problem.kk() * row_bytes;
+      pooled.response_bytes = size_t{pooled.outputs} * row_bytes +
+                              (lookup.return_slots ? size_t{pooled.rows} * problem.kk() *
+                                                         (sizeof(uint32_t) + sizeof(float))
+                                                   : 0);
+    } else {
+      v1::TopKRequest& request = pooled.request;
+      for (int f = 0; f < problem.factors; ++f) request.add_factor_widths(problem.widths[f]);
+      request.set_k(problem.k);
+      request.set_dtype(WireDType(problem.dtype));
+      request.set_rows(pooled.rows);
+      request.set_scores(reinterpret_cast<const char*>(scores.data()), scores.size());
+      request.SerializeToString(&pooled.wire);
+      pooled.response_bytes =
+          size_t{pooled.rows} * problem.kk() * (pk::ElementBytes(problem.dtype) + sizeof(uint32_t));
+    }
     // A static slice: the pool owns the bytes and outlives every call that sends them.
     grpc::Slice view(pooled.wire.data(), pooled.wire.size(), grpc::Slice::STATIC_SLICE);
     pooled.buffer = grpc::ByteBuffer(&view, 1);
-    pooled.response_bytes =
-        size_t{pooled.rows} * problem.kk() * (pk::ElementBytes(problem.dtype) + sizeof(uint32_t));
   }
+}
+
+const std::string& PooledRequest::scores() const {
+  return outputs > 0 ? lookup.scores() : request.scores();
 }
 
 double RequestPool::mean_rows() const {

@@ -14,18 +14,23 @@
 namespace pkserve::bench {
 
 struct PooledRequest {
-  v1::TopKRequest request;
-  std::string wire;         // request, serialized
-  grpc::ByteBuffer buffer;  // a view of `wire`; copies of it share the bytes
+  v1::TopKRequest request;   // TopK load: what is sent
+  v1::LookupRequest lookup;  // lookup load (Workload::lookup): what is sent
+  std::string wire;          // request, serialized
+  grpc::ByteBuffer buffer;   // a view of `wire`; copies of it share the bytes
   uint32_t rows = 0;
   size_t scores_bytes = 0;    // payload out
-  size_t response_bytes = 0;  // payload back: values and slots
+  size_t response_bytes = 0;  // payload back: values and slots (lookups: and weights)
+  uint32_t outputs = 0;       // lookups: rows / heads
+  uint64_t table_bytes = 0;   // lookups: values-table bytes the answer reads, rows x kk x row
+  const std::string& scores() const;  // of whichever request is sent
 };
 
 class RequestPool {
  public:
   // At most `max_requests` requests and `max_bytes` of scores (at least one request); row counts
-  // spread evenly over [min_rows, max_rows] (a fixed count: all the same), in a shuffled order.
+  // spread evenly over [min_rows, max_rows] (a fixed count: all the same), in a shuffled order;
+  // lookups round each count down to a multiple of heads (at least heads).
   RequestPool(const Workload& workload, int max_requests, int64_t max_bytes, uint64_t seed);
   RequestPool(const RequestPool&) = delete;
   RequestPool& operator=(const RequestPool&) = delete;
