@@ -3,12 +3,17 @@
 # engine, so that a flag deploy/ spells wrong fails here rather than in a container:
 #   - each Dockerfile: pkserve with the image's ENTRYPOINT and CMD starts, serves /metrics, passes
 #     the image's HEALTHCHECK command, and exits 0 on SIGTERM;
+#   - Dockerfile.front: the image's ENTRYPOINT and CMD (haproxy, this host's Debian package) on the
+#     file the image copies its config from (deploy/haproxy/haproxy.cfg), with the image's ENV,
+#     starts in front of a loopback pkserve, passes the image's HEALTHCHECK command, and passes
+#     pkserve-cli health and a topk call through to pkserve;
 #   - docker-compose.yml: pkserve with its service's command starts and serves /metrics, the
-#     service's healthcheck command reports it healthy, and the client service's command (with its
-#     entrypoint) gets its answer and exits 0.
+#     service's healthcheck command reports it healthy; the front service's haproxy, with its
+#     environment, forwards to it; and the client service's command (with its entrypoint), sent
+#     to the front as written, gets its answer and exits 0.
 # The listening addresses are moved to free ports on 127.0.0.1 (--address and --metrics_address,
-# given or not, and the --target of the checks and the client); every other word is run as
-# written.
+# given or not, PKFRONT_BIND, PKSERVE_ADDR's host, and the --target of the checks and the
+# client); every other word is run as written.
 # Usage: deploy_commands_check.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 
@@ -27,14 +32,24 @@ for binary in "$pkserve" "$cli"; do
   fi
 done
 
+haproxy=$(command -v haproxy || echo /usr/sbin/haproxy)
+if [[ ! -x $haproxy ]]; then
+  echo "FAIL: no haproxy here to run the front's commands with (scripts/install-deps.sh installs it)"
+  exit 1
+fi
+
 work=$(mktemp -d)
 server_pid=""
+front_pid=""
 cleanup() {
-  # Only the server this script started.
-  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -KILL "$server_pid" 2>/dev/null
-    wait "$server_pid" 2>/dev/null
-  fi
+  # Only the server and the front this script started.
+  local pid
+  for pid in "$server_pid" "$front_pid"; do
+    if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+      kill -KILL "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+    fi
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -203,7 +218,7 @@ run_cli() {
   fi
   shift
   local -a args
-  mapfile -t args < <(local_words target "127.0.0.1:$grpc_port" "$@")
+  mapfile -t args < <(local_words target "127.0.0.1:${cli_port:-$grpc_port}" "$@")
   output=$(timeout 60 "$cli" "${args[@]}" 2>&1)
   status=$?
   if ((status == 0)) && grep -q -- "$expect" <<<"$output"; then
@@ -214,9 +229,107 @@ run_cli() {
   fi
 }
 
+# free_port: a port on 127.0.0.1 that nothing listens on (a connect is refused).
+free_port() {
+  local port
+  for _ in $(seq 1 100); do
+    port=$((20000 + RANDOM % 30000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return 0; }
+  done
+  return 1
+}
+
+# start_front WHAT BACKEND WORD...: runs the command WORD... (haproxy and its arguments) with
+# PKFRONT_BIND on a free 127.0.0.1 port and PKSERVE_ADDR=BACKEND, and waits until it accepts
+# connections; front_port is its port. False (with a FAIL) when it does not start.
+front_port=""
+start_front() {
+  local what=$1 backend=$2
+  shift 2
+  if [[ ${1:-} != haproxy ]]; then
+    fail "$what: expected the front's command to be haproxy, got: $*"
+    return 1
+  fi
+  shift
+  front_port=$(free_port)
+  PKFRONT_BIND=127.0.0.1:$front_port PKSERVE_ADDR=$backend "$haproxy" "$@" >"$work/front.log" 2>&1 &
+  front_pid=$!
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$front_port") 2>/dev/null && break
+    kill -0 "$front_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if ! kill -0 "$front_pid" 2>/dev/null \
+    || ! (exec 3<>"/dev/tcp/127.0.0.1/$front_port") 2>/dev/null; then
+    fail "$what: haproxy $* (PKFRONT_BIND=127.0.0.1:$front_port PKSERVE_ADDR=$backend) did not" \
+      "start accepting; its log: $(tr '\n' ' ' <"$work/front.log")"
+    stop_front
+    return 1
+  fi
+  ok "$what: haproxy $* accepts on 127.0.0.1:$front_port, forwarding to $backend"
+}
+# stop_front: SIGTERM (HAProxy stops at once), SIGKILL after 5 s.
+stop_front() {
+  [[ -n $front_pid ]] || return 0
+  kill -TERM "$front_pid" 2>/dev/null
+  for _ in $(seq 1 100); do
+    kill -0 "$front_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -0 "$front_pid" 2>/dev/null && kill -KILL "$front_pid"
+  wait "$front_pid" 2>/dev/null
+  front_pid=""
+}
+
+# --- the front's Dockerfile -----------------------------------------------------------------------
+# The image's command, its config path mapped to the file the image copies it from, before a
+# pkserve started with the CPU image's command.
+check_front_image() {
+  local dockerfile=$1 name=deploy/docker/$(basename "$1")
+  local -a entrypoint cmd command copy health_words
+  mapfile -t entrypoint < <(words "$(instruction "$dockerfile" ENTRYPOINT)")
+  mapfile -t cmd < <(words "$(instruction "$dockerfile" CMD)")
+  read -r -a copy <<<"$(instruction "$dockerfile" COPY)"
+  local source=${copy[0]:-} destination=${copy[1]:-} word
+  if [[ ${#copy[@]} != 2 || ! -f $source_dir/$source ]]; then
+    fail "$name: expected one COPY of a config file from the sources, got: ${copy[*]}"
+    return
+  fi
+  for word in "${entrypoint[@]}" "${cmd[@]}"; do
+    [[ $word == "$destination" ]] && word=$source_dir/$source
+    command+=("$word")
+  done
+  mapfile -t pkserve_cmd < <(words "$(instruction "$source_dir/deploy/docker/Dockerfile.cpu" CMD)")
+  start_server "$name (pkserve behind it)" "${pkserve_cmd[@]}" || return
+  if start_front "$name" "127.0.0.1:$grpc_port" "${command[@]}"; then
+    # The image's health check, with the image's PKFRONT_BIND moved to the front's port.
+    local health
+    health=$(instruction "$dockerfile" HEALTHCHECK)
+    mapfile -t health_words < <(words "${health#*CMD }")
+    if ((${#health_words[@]} > 0)) && PKFRONT_BIND=127.0.0.1:$front_port timeout 10 "${health_words[@]}" \
+      >"$work/health.log" 2>&1; then
+      ok "$name HEALTHCHECK: ${health_words[*]} exits 0"
+    else
+      fail "$name HEALTHCHECK: '${health_words[*]}' failed against the running front:" \
+        "$(tr '\n' ' ' <"$work/health.log" 2>/dev/null)"
+    fi
+    cli_port=$front_port
+    run_cli "$name: pkserve's health through the front" SERVING pkserve-cli health --target front
+    run_cli "$name: a call through the front" "row 0:" pkserve-cli topk --target front \
+      --widths=1024,1024 --k=8 --dtype=bfloat16 --random_rows=2
+    cli_port=""
+    stop_front
+  fi
+  stop_server
+}
+
 # --- the Dockerfiles ------------------------------------------------------------------------------
 for dockerfile in "$source_dir"/deploy/docker/Dockerfile.*; do
   name=deploy/docker/$(basename "$dockerfile")
+  if [[ $name == */Dockerfile.front ]]; then
+    check_front_image "$dockerfile"
+    continue
+  fi
   mapfile -t entrypoint < <(words "$(instruction "$dockerfile" ENTRYPOINT)")
   mapfile -t cmd < <(words "$(instruction "$dockerfile" CMD)")
   health=$(instruction "$dockerfile" HEALTHCHECK)
@@ -247,8 +360,32 @@ else
     # The health check's test: ["CMD", program, args...].
     [[ ${health_words[0]:-} == CMD ]] && health_words=("${health_words[@]:1}")
     run_cli "docker-compose.yml pkserve healthcheck" SERVING "${health_words[@]}"
-    mapfile -t client_program < <(words "$client_entrypoint")
-    run_cli "docker-compose.yml client" "row 0:" "${client_program[@]}" "${client_command[@]}"
+    # The front with its service's environment: PKSERVE_ADDR pkserve:PORT must name pkserve's
+    # --address port; it is run against this pkserve.
+    front_backend=$(compose_value front environment PKSERVE_ADDR | tr -d '"')
+    server_address=$(printf '%s\n' "${server_command[@]}" | sed -n 's/^--address=//p' | head -n 1)
+    mapfile -t front_command < <(words "$(instruction "$source_dir/deploy/docker/Dockerfile.front" ENTRYPOINT)")
+    front_config=$(instruction "$source_dir/deploy/docker/Dockerfile.front" COPY)
+    read -r config_source config_destination <<<"$front_config"
+    for ((i = 0; i < ${#front_command[@]}; i++)); do
+      [[ ${front_command[i]} == "${config_destination:-}" ]] && front_command[i]=$source_dir/$config_source
+    done
+    if [[ $front_backend != "pkserve:${server_address##*:}" ]]; then
+      fail "docker-compose.yml front: PKSERVE_ADDR '$front_backend' is not pkserve:${server_address##*:}," \
+        "the service and port of pkserve's --address"
+    elif start_front "docker-compose.yml front" "127.0.0.1:$grpc_port" "${front_command[@]}"; then
+      mapfile -t client_program < <(words "$client_entrypoint")
+      client_target=$(printf '%s\n' "${client_command[@]}" | sed -n 's/^--target=//p' | head -n 1)
+      if [[ $client_target == front:* ]]; then
+        cli_port=$front_port
+        run_cli "docker-compose.yml client (through the front)" "row 0:" "${client_program[@]}" \
+          "${client_command[@]}"
+        cli_port=""
+      else
+        fail "docker-compose.yml client: --target=$client_target does not go through the front service"
+      fi
+      stop_front
+    fi
     stop_server
     ((server_status == 0)) && ok "docker-compose.yml pkserve: exits 0 on SIGTERM" \
       || fail "docker-compose.yml pkserve: exited $server_status on SIGTERM"

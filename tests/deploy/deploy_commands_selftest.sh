@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Shows that deploy_commands_check.sh fails where it should: copies deploy/ to a temporary folder,
-# breaks one command at a time with sed (a misspelt flag, a value the program refuses), and expects
-# a FAIL line naming it. The unbroken copy must pass first.
+# breaks one command or the front's config at a time with sed (a misspelt flag, a value the program
+# refuses, a front that cannot pass calls), and expects a FAIL line naming it. The unbroken copy must pass first.
 # Usage: deploy_commands_selftest.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 
@@ -61,9 +61,9 @@ echo "ok: the unbroken copy passes"
 
 compose=deploy/docker-compose.yml
 run_case "a client option with a dash for an underscore" $compose \
-  's/--random_rows=/--random-rows=/' 'docker-compose.yml client: .* exited 2'
+  's/--random_rows=/--random-rows=/' 'docker-compose.yml client \(through the front\): .* exited 2'
 run_case "a dtype pkserve-cli does not know" $compose 's/--dtype=bfloat16/--dtype=float16/' \
-  'docker-compose.yml client: .* exited 2'
+  'docker-compose.yml client \(through the front\): .* exited 2'
 run_case "a server flag that does not exist" deploy/docker/Dockerfile.cpu \
   's/--drain_timeout_s=20/--drain_timeout=20/' 'Dockerfile.cpu: pkserve .* did not start'
 run_case "a server flag value out of range" $compose 's/--drain_timeout_s=20/--drain_timeout_s=-1/' \
@@ -71,6 +71,18 @@ run_case "a server flag value out of range" $compose 's/--drain_timeout_s=20/--d
 run_case "a health check option that does not exist" deploy/docker/Dockerfile.cuda \
   's/"--target", "127.0.0.1:50051"/"--server", "127.0.0.1:50051"/' \
   'Dockerfile.cuda HEALTHCHECK: .* exited 2'
+run_case "a front whose backend speaks HTTP/1.1 to pkserve" deploy/haproxy/haproxy.cfg \
+  's/"${PKSERVE_ADDR}" proto h2/"${PKSERVE_ADDR}"/' 'Dockerfile.front: a call through the front: .* exited 1'
+run_case "a front image running a config it does not ship" deploy/docker/Dockerfile.front \
+  's|"-f", "/etc/pkserve-front/haproxy.cfg"|"-f", "/nonexistent/haproxy.cfg"|' \
+  'Dockerfile.front: haproxy .*/nonexistent/haproxy.cfg .* did not start accepting'
+run_case "a front image health check on another port" deploy/docker/Dockerfile.front \
+  's|127.0.0.1/${PKFRONT_BIND##\*:}|127.0.0.1/1|' 'Dockerfile.front HEALTHCHECK: .* failed'
+run_case "compose's front forwarding to another port" $compose \
+  's/PKSERVE_ADDR: "pkserve:50051"/PKSERVE_ADDR: "pkserve:50052"/' \
+  "docker-compose.yml front: PKSERVE_ADDR 'pkserve:50052' is not pkserve:50051"
+run_case "compose's client past the front" $compose 's/--target=front:50051/--target=pkserve:50051/' \
+  'docker-compose.yml client: --target=pkserve:50051 does not go through the front'
 
 if ((failures > 0)); then
   echo "FAILED: the checker missed $failures of $((failures + passed)) breakages"

@@ -10,8 +10,15 @@
 #   - the runtime stage runs as a non-root user, exposes the gRPC and metrics ports, and checks its
 #     health with `pkserve-cli health` on the port its --address serves;
 #   - the build context: every COPY source exists and .dockerignore keeps build trees and .git out;
-#   - the compose file builds the CPU Dockerfile, health-checks pkserve with pkserve-cli, and starts
-#     the client only once pkserve is healthy.
+#   - the front's Dockerfile (Dockerfile.front): Debian 12 slim with Debian's haproxy package and
+#     nothing built or fetched otherwise, the shipped deploy/haproxy/haproxy.cfg copied in and run
+#     by the entrypoint (haproxy -db -f that file), every variable the config reads given a
+#     default, non-root, its port exposed and health-checked; no Dockerfile of another kind;
+#   - the compose file builds the CPU and front Dockerfiles; clients reach the front's published
+#     port, which forwards to pkserve on the compose network, and pkserve's gRPC port is not
+#     published; the front's open-files limit covers haproxy.cfg's maxconn; pkserve is
+#     health-checked with pkserve-cli, the front starts once it is healthy, and the client, sending
+#     through the front, once the front is.
 # Usage: docker_check.sh SOURCE_DIR BUILD_DIR [--require-binaries]
 #   Without --require-binaries, binaries missing from BUILD_DIR are skipped with a note; with it
 #   (CTest passes it once the server and client are part of the build) they are failures.
@@ -277,6 +284,130 @@ for flavour in cpu cuda; do
   check_dockerfile "$flavour"
 done
 
+# --- the front's Dockerfile ----------------------------------------------------------------------
+haproxy_cfg=deploy/haproxy/haproxy.cfg
+# The variables haproxy.cfg reads ("${NAME}"), one a line.
+cfg_variables=$(grep -v '^[[:space:]]*#' "$source_dir/$haproxy_cfg" 2>/dev/null \
+  | grep -oE '\$\{[A-Za-z_][A-Za-z0-9_]*\}' | tr -d '${}' | sort -u)
+# HAProxy needs 2 descriptors a connection of its global maxconn, and a few of its own; it refuses to
+# start without them (as measured: maxconn 4096 needs 8209).
+cfg_maxconn=$(awk '/^global/ { on = 1; next } /^[^[:space:]#]/ { on = 0 }
+  on && $1 == "maxconn" { print $2; exit }' "$source_dir/$haproxy_cfg" 2>/dev/null)
+front_fds=$(( ${cfg_maxconn:-0} * 2 + 17 ))
+front_port=""
+check_front_dockerfile() {
+  local name=deploy/docker/Dockerfile.front dockerfile=$source_dir/deploy/docker/Dockerfile.front
+  if [[ ! -f $dockerfile ]]; then
+    fail "$name does not exist"
+    return
+  fi
+  local stages=0 image="" user="" expose="" health="" entrypoint="" cmd="" env="" config="" installs=""
+  local instruction rest
+  while read -r instruction rest; do
+    instruction=${instruction^^}
+    case $instruction in
+      FROM) stages=$((stages + 1)); read -r image _ <<<"$rest" ;;
+      RUN)
+        [[ $rest =~ apt-get[[:space:]]+install[[:space:]]([^;&|]*) ]] && installs+=" ${BASH_REMATCH[1]}"
+        if [[ $rest =~ (^|[;&|[:space:]])(curl|wget|git|make|cmake|gcc|cc|g\+\+|pip|dpkg[[:space:]]+-i)([[:space:]]|$) ]]; then
+          fail "$name fetches or builds something itself (RUN $rest): the front is Debian's haproxy package"
+        fi
+        ;;
+      ADD) fail "$name uses ADD ($rest): only COPY of the shipped config" ;;
+      COPY)
+        local -a parts
+        read -r -a parts <<<"$(copy_paths "$rest")"
+        if [[ ${#parts[@]} == 2 && ${parts[0]} == "$haproxy_cfg" ]]; then
+          config=${parts[1]}
+        else
+          fail "$name copies ${parts[*]}: expected only $haproxy_cfg, the config the attack tests run"
+        fi
+        ;;
+      USER) user=$rest ;;
+      EXPOSE) expose+=" $rest" ;;
+      HEALTHCHECK) health=$rest ;;
+      ENTRYPOINT) entrypoint=$rest ;;
+      CMD) cmd=$rest ;;
+      ENV) env+=" $rest" ;;
+    esac
+  done < <(instructions "$dockerfile")
+  if [[ $stages == 1 && $image == debian:12-slim ]]; then
+    ok "$name: one stage, on debian:12-slim"
+  else
+    fail "$name: expected one stage FROM debian:12-slim, got $stages stage(s), the last on ${image:-none}"
+  fi
+  local -a package_words
+  read -r -a package_words <<<"$installs"
+  local package others=""
+  for package in "${package_words[@]}"; do
+    [[ $package == -* || $package == haproxy ]] || others+=" $package"
+  done
+  if [[ " $installs " != *" haproxy "* ]]; then
+    fail "$name does not apt-get install Debian's haproxy package"
+  elif [[ -n $others ]]; then
+    fail "$name installs more than haproxy:$others"
+  else
+    ok "$name installs Debian's haproxy package and nothing else"
+  fi
+  if [[ -z $config ]]; then
+    fail "$name does not copy $haproxy_cfg into the image"
+  fi
+  local -a run
+  read -r -a run <<<"$(words "$entrypoint") $(words "$cmd")"
+  local i has_db=false file=""
+  for ((i = 0; i < ${#run[@]}; i++)); do
+    [[ ${run[i]} == -db ]] && has_db=true
+    [[ ${run[i]} == -f ]] && file=${run[i + 1]:-}
+  done
+  if [[ ${run[0]:-} != haproxy ]]; then
+    fail "$name: expected the entrypoint to run haproxy, got: ${run[*]:-nothing}"
+  elif [[ -z $config || $file != "$config" ]]; then
+    fail "$name: the entrypoint runs haproxy on '${file:-no -f}', not the copied $haproxy_cfg (${config:-not copied})"
+  elif ! $has_db; then
+    fail "$name: haproxy runs without -db: it would fork into the background and the container exit"
+  else
+    ok "$name: runs ${run[*]} (the shipped $haproxy_cfg, in the foreground)"
+  fi
+  local variable bind=""
+  for variable in $cfg_variables; do
+    if [[ " $env" =~ [[:space:]]$variable=([^[:space:]]+) ]]; then
+      ok "$name: ENV $variable=${BASH_REMATCH[1]} (haproxy.cfg reads it)"
+      [[ $variable == PKFRONT_BIND ]] && bind=${BASH_REMATCH[1]}
+    else
+      fail "$name: no ENV default for $variable, which haproxy.cfg reads"
+    fi
+  done
+  [[ -n $cfg_variables ]] || fail "$haproxy_cfg reads no \${...} variable: expected PKFRONT_BIND and PKSERVE_ADDR"
+  front_port=$(port_of "${bind:-}")
+  if [[ -z $user ]]; then
+    fail "$name: no USER: it would run as root"
+  elif [[ ${user%%:*} == root || ${user%%:*} == 0 || ! ${user%%:*} =~ ^[0-9]+$ ]]; then
+    fail "$name: expected a numeric non-root USER (runAsNonRoot checks it), got $user"
+  else
+    ok "$name: runs as user $user"
+  fi
+  if [[ -n $front_port && " $expose " == *" $front_port "* ]]; then
+    ok "$name: exposes $front_port, the port of PKFRONT_BIND"
+  else
+    fail "$name: expected EXPOSE ${front_port:-<the port of PKFRONT_BIND>}, got EXPOSE$expose"
+  fi
+  if [[ $health != *CMD* ]]; then
+    fail "$name: no HEALTHCHECK CMD"
+  elif [[ $health == *PKFRONT_BIND* || ( -n $front_port && $health == *"$front_port"* ) ]]; then
+    ok "$name: HEALTHCHECK on the front's port: ${health#*CMD }"
+  else
+    fail "$name: the health check does not look at the front's port (PKFRONT_BIND): ${health#*CMD }"
+  fi
+}
+check_front_dockerfile
+for dockerfile in "$source_dir"/deploy/docker/Dockerfile.*; do
+  case ${dockerfile##*/Dockerfile.} in
+    cpu | cuda | front) ;;
+    *) fail "deploy/docker/${dockerfile##*/} is neither a pkserve image (cpu, cuda) nor the front:" \
+      "nothing checks it" ;;
+  esac
+done
+
 # --- the build context ---------------------------------------------------------------------------
 dockerignore=$source_dir/.dockerignore
 if [[ ! -f $dockerignore ]]; then
@@ -317,33 +448,90 @@ compose=$source_dir/deploy/docker-compose.yml
 if [[ ! -f $compose ]]; then
   fail "deploy/docker-compose.yml does not exist"
 else
+  # service NAME: the lines of that service's block.
+  service() { awk -v name="$1" '$0 ~ "^  " name ":[[:space:]]*$" { on = 1; next } /^  [^ ]/ { on = 0 } on' "$compose"; }
+  # list_items TEXT KEY: the items of the block list KEY (at 4 spaces) in a service's lines, quotes removed.
+  list_items() {
+    awk -v key="$2" '$0 ~ "^    " key ":[[:space:]]*$" { on = 1; next } on && /^      - / { sub(/^      - /, ""); gsub(/"/, ""); print; next }
+      on && /^[[:space:]]*#/ { next } on { on = 0 }' <<<"$1"
+  }
+  # depends_condition TEXT SERVICE: the condition under depends_on: SERVICE:
+  depends_condition() {
+    awk -v dep="$2" '/^    depends_on:/ { on = 1; next } on && /^    [^ ]/ { on = 0 }
+      on && $0 ~ "^      " dep ":" { d = 1; next } on && d && /condition:/ { print $2; exit } on && /^      [^ ]/ { d = 0 }' <<<"$1"
+  }
   context=$(sed -n 's/^[[:space:]]*context:[[:space:]]*//p' "$compose" | sort -u)
-  compose_dockerfiles=$(sed -n 's/^[[:space:]]*dockerfile:[[:space:]]*//p' "$compose" | sort -u)
+  compose_dockerfiles=$(sed -n 's/^[[:space:]]*dockerfile:[[:space:]]*//p' "$compose" | sort -u | tr '\n' ' ')
   context_dir=$(cd "$(dirname "$compose")/$context" 2>/dev/null && pwd)
+  front_block=$(service front)
+  pkserve_block=$(service pkserve)
+  client_block=$(service client)
   if [[ $(wc -l <<<"$context") != 1 || $context_dir != "$source_dir" ]]; then
     fail "docker-compose.yml: expected the build context to be the repository root, got '$context'"
-  elif [[ $compose_dockerfiles != deploy/docker/Dockerfile.cpu ]]; then
-    fail "docker-compose.yml: expected dockerfile: deploy/docker/Dockerfile.cpu, got '$compose_dockerfiles'"
+  elif [[ $compose_dockerfiles != "deploy/docker/Dockerfile.cpu deploy/docker/Dockerfile.front " ]]; then
+    fail "docker-compose.yml: expected dockerfile: deploy/docker/Dockerfile.cpu (pkserve, client) and" \
+      "deploy/docker/Dockerfile.front, got '$compose_dockerfiles'"
+  elif ! grep -q 'dockerfile:[[:space:]]*deploy/docker/Dockerfile.front' <<<"$front_block"; then
+    fail "docker-compose.yml: expected the front service to build deploy/docker/Dockerfile.front"
   else
-    ok "docker-compose.yml builds deploy/docker/Dockerfile.cpu from the repository root"
+    ok "docker-compose.yml builds deploy/docker/Dockerfile.cpu and, for the front, Dockerfile.front, from the repository root"
   fi
-  if grep -qE '^[[:space:]]*test:.*pkserve-cli.*health.*--target.*:50051' "$compose"; then
+  if grep -qE '^[[:space:]]*test:.*pkserve-cli.*health.*--target.*:50051' <<<"$pkserve_block"; then
     ok "docker-compose.yml health-checks pkserve with pkserve-cli health"
   else
     fail "docker-compose.yml: expected a healthcheck test running pkserve-cli health --target ...:50051"
   fi
-  if grep -qE '^[[:space:]]*condition:[[:space:]]*service_healthy' "$compose"; then
-    ok "docker-compose.yml starts the client once pkserve is healthy"
+  # pkserve's own gRPC port stays on the compose network.
+  pkserve_address=$(list_items "$pkserve_block" command | sed -n 's/^--address=//p')
+  pkserve_port=$(port_of "${pkserve_address:-0.0.0.0:50051}")
+  published=$(list_items "$pkserve_block" ports)
+  if grep -qE "(^|:)$pkserve_port(/tcp)?$" <<<"$published"; then
+    fail "docker-compose.yml publishes pkserve's gRPC port $pkserve_port: clients would pass the front"
   else
-    fail "docker-compose.yml: expected the client to depend on pkserve with condition: service_healthy"
+    ok "docker-compose.yml does not publish pkserve's gRPC port $pkserve_port (published: $(tr '\n' ' ' <<<"$published"))"
   fi
-  client_command=$(awk '/^  client:/ { on = 1; next } /^  [^ ]/ { on = 0 } on' "$compose" | tr -d '"')
-  client_words=" $(sed -n 's/^[[:space:]]*- //p' <<<"$client_command" | tr '\n' ' ')"
-  if grep -q 'entrypoint:.*pkserve-cli' <<<"$client_command" && [[ $client_words == " topk "* ]] \
-    && [[ $client_words == *" --target=pkserve:50051 "* || $client_words == *" --target pkserve:50051 "* ]]; then
-    ok "docker-compose.yml's client runs pkserve-cli topk --target pkserve:50051"
+  if [[ -z $front_block ]]; then
+    fail "docker-compose.yml has no front service"
   else
-    fail "docker-compose.yml: expected the client service to run pkserve-cli topk --target pkserve:50051"
+    front_env=$(sed -n 's/^      \([A-Z_]*\):[[:space:]]*"\{0,1\}\([^"]*\)"\{0,1\}$/\1=\2/p' <<<"$front_block")
+    compose_bind=$(sed -n 's/^PKFRONT_BIND=//p' <<<"$front_env")
+    compose_backend=$(sed -n 's/^PKSERVE_ADDR=//p' <<<"$front_env")
+    compose_front_port=$(port_of "${compose_bind:-${front_port:-}}")
+    if [[ $compose_backend == "pkserve:$pkserve_port" ]]; then
+      ok "docker-compose.yml's front forwards to pkserve:$pkserve_port on the compose network"
+    else
+      fail "docker-compose.yml's front: expected PKSERVE_ADDR pkserve:$pkserve_port (pkserve's --address" \
+        "port), got '${compose_backend:-none}'"
+    fi
+    if list_items "$front_block" ports | grep -qE ":$compose_front_port(/tcp)?$"; then
+      ok "docker-compose.yml publishes the front's port $compose_front_port"
+    else
+      fail "docker-compose.yml: expected the front to publish its port ${compose_front_port:-?} (PKFRONT_BIND)"
+    fi
+    nofile=$(awk '/^    ulimits:/ { on = 1; next } on && /^    [^ ]/ { on = 0 }
+      on && /hard:/ { print $2; exit } on && /nofile:[[:space:]]*[0-9]/ { print $2; exit }' <<<"$front_block")
+    if [[ $nofile =~ ^[0-9]+$ ]] && ((nofile >= front_fds)); then
+      ok "docker-compose.yml's front: open-files limit $nofile >= $front_fds (haproxy.cfg's maxconn $cfg_maxconn)"
+    else
+      fail "docker-compose.yml's front: expected ulimits nofile of $front_fds or more (2 x haproxy.cfg's" \
+        "maxconn $cfg_maxconn + 17: HAProxy refuses to start below it), got ${nofile:-none}"
+    fi
+    [[ $(depends_condition "$front_block" pkserve) == service_healthy ]] \
+      && ok "docker-compose.yml starts the front once pkserve is healthy" \
+      || fail "docker-compose.yml: expected the front to depend on pkserve with condition: service_healthy"
+  fi
+  if [[ $(depends_condition "$client_block" front) == service_healthy ]]; then
+    ok "docker-compose.yml starts the client once the front is healthy"
+  else
+    fail "docker-compose.yml: expected the client to depend on front with condition: service_healthy"
+  fi
+  client_words=" $(list_items "$client_block" command | tr '\n' ' ')"
+  want_target=front:${compose_front_port:-50051}
+  if grep -q 'entrypoint:.*pkserve-cli' <<<"$client_block" && [[ $client_words == " topk "* ]] \
+    && [[ $client_words == *" --target=$want_target "* || $client_words == *" --target $want_target "* ]]; then
+    ok "docker-compose.yml's client runs pkserve-cli topk --target $want_target, through the front"
+  else
+    fail "docker-compose.yml: expected the client service to run pkserve-cli topk --target $want_target"
   fi
   if docker compose version >/dev/null 2>&1; then
     if errors=$(docker compose -f "$compose" config --quiet 2>&1); then

@@ -31,7 +31,8 @@ make_copy() {
 failures=0
 passed=0
 # run_case NAME FILE SED-SCRIPT EXPECTED-REGEX   (FILE relative to the source copy, or to the
-# build copy when it starts with build/; a sed script of "rm" removes the file)
+# build copy when it starts with build/; a sed script of "rm" removes the file, one of "cp:NAME"
+# copies it to NAME beside it)
 run_case() {
   local name=$1 file=$2 script=$3 expected=$4 path
   make_copy
@@ -39,6 +40,8 @@ run_case() {
   [[ $file == build/* ]] && path=$work/$file
   if [[ $script == rm ]]; then
     rm "$path"
+  elif [[ $script == cp:* ]]; then
+    cp "$path" "$(dirname "$path")/${script#cp:}"
   else
     cp "$path" "$work/before"
     sed -i -e "$script" "$path"
@@ -121,8 +124,42 @@ run_case "compose without its health check" $compose '/test: \["CMD", "pkserve-c
 run_case "compose starting the client before pkserve is healthy" $compose \
   's/service_healthy/service_started/' 'condition: service_healthy'
 run_case "compose's client sending nothing" $compose 's/- topk/- health/' 'pkserve-cli topk'
-run_case "compose's client sending elsewhere" $compose 's/--target=pkserve:50051/--target=other:50051/' \
-  'pkserve-cli topk --target pkserve:50051'
+run_case "compose's client sending past the front" $compose 's/--target=front:50051/--target=pkserve:50051/' \
+  'pkserve-cli topk --target front:50051'
+run_case "compose publishing pkserve's gRPC port" $compose '/^      - "9090:9090"/i\      - "50051:50051"' \
+  "publishes pkserve's gRPC port 50051: clients would pass the front"
+run_case "compose's front forwarding to another port" $compose \
+  's/PKSERVE_ADDR: "pkserve:50051"/PKSERVE_ADDR: "pkserve:50052"/' 'expected PKSERVE_ADDR pkserve:50051'
+run_case "compose's front with too few descriptors" $compose 's/hard: 16384/hard: 4096/' \
+  'expected ulimits nofile of 8209 or more'
+run_case "compose's front not published" $compose '/- "50051:50051"/d' \
+  'expected the front to publish its port 50051'
+run_case "compose starting the client before the front is healthy" $compose \
+  '/^  client:/,$ s/service_healthy/service_started/' 'client to depend on front'
+run_case "compose building the front from the pkserve image" $compose \
+  's|dockerfile: deploy/docker/Dockerfile.front|dockerfile: deploy/docker/Dockerfile.cpu|' \
+  'expected dockerfile: deploy/docker/Dockerfile.cpu \(pkserve, client\) and'
+
+front=deploy/docker/Dockerfile.front
+run_case "a front on full Debian" $front 's/^FROM debian:12-slim/FROM debian:12/' \
+  'expected one stage FROM debian:12-slim'
+run_case "a front without Debian's haproxy" $front 's/--no-install-recommends haproxy/--no-install-recommends nginx/' \
+  "does not apt-get install Debian's haproxy package"
+run_case "a front with more than haproxy" $front 's/--no-install-recommends haproxy/--no-install-recommends haproxy curl/' \
+  'installs more than haproxy: curl'
+run_case "a front copying another config" $front 's|^COPY deploy/haproxy/haproxy.cfg|COPY deploy/docker/runtime-packages.sh|' \
+  'copies deploy/docker/runtime-packages.sh .*: expected only deploy/haproxy/haproxy.cfg'
+run_case "a front running another config" $front \
+  's|"-f", "/etc/pkserve-front/haproxy.cfg"|"-f", "/etc/haproxy/haproxy.cfg"|' \
+  "runs haproxy on '/etc/haproxy/haproxy.cfg', not the copied"
+run_case "a front that forks into the background" $front 's/"haproxy", "-db", /"haproxy", /' 'without -db'
+run_case "a front running as root" $front 's/^USER 10001:10001/USER root/' 'expected a numeric non-root USER'
+run_case "a front without a bind address" $front 's/^ENV PKFRONT_BIND=/ENV PKFRONT_LISTEN=/' \
+  'no ENV default for PKFRONT_BIND'
+run_case "a front exposing another port" $front 's/^EXPOSE 50051/EXPOSE 8080/' 'expected EXPOSE 50051'
+run_case "a front without a health check" $front '/^HEALTHCHECK/,/CMD \["bash"/d' 'Dockerfile.front: no HEALTHCHECK'
+run_case "a Dockerfile of a kind nothing checks" $front cp:Dockerfile.extra \
+  'Dockerfile.extra is neither a pkserve image'
 
 if ((failures > 0)); then
   echo "FAILED: the checker missed $failures of $((failures + passed)) breakages"

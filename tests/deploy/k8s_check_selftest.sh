@@ -70,15 +70,15 @@ run_case "liveness probe that fires during the drain" $base \
   '/livenessProbe:/,/failureThreshold/ s/failureThreshold: 4/failureThreshold: 2/' cpu cpu \
   'liveness restarts after 20s'
 run_case "no preStop sleep" $base 's/command: \["sleep", "5"\]/command: ["true"]/' cpu cpu \
-  'preStop hook that sleeps'
-run_case "readiness probe on another port" $base \
-  '/readinessProbe:/,/port:/ s/port: 50051/port: 50052/' cpu cpu \
-  'readiness probe: expected port 50051'
+  'preStop hook on pkserve that sleeps'
+run_case "pkserve's readiness probe through the front" $base \
+  '/readinessProbe:/,/port:/ s/port: 50052/port: 50051/' cpu cpu \
+  'readiness probe: expected port 50052'
 run_case "readiness probe that is not gRPC" $base \
   '/readinessProbe:/,/grpc:/ s/grpc:/tcpSocket:/' gpu gpu 'readiness probe: expected a gRPC probe'
 run_case "--address moved off the probes' and ports' port" $flags \
-  's/PKSERVE_ADDRESS=0.0.0.0:50051/PKSERVE_ADDRESS=0.0.0.0:6000/' cpu cpu \
-  'container port grpc: expected 6000'
+  's/PKSERVE_ADDRESS=0.0.0.0:50052/PKSERVE_ADDRESS=0.0.0.0:6000/' cpu cpu \
+  'pkserve: no container port is 6000'
 run_case "--metrics_address moved off the metrics port" $flags \
   's/PKSERVE_METRICS_ADDRESS=0.0.0.0:9090/PKSERVE_METRICS_ADDRESS=0.0.0.0:9191/' cpu cpu \
   'container port metrics: expected 9191'
@@ -114,6 +114,54 @@ run_case "PDB selecting other pods" base/pdb.yaml \
 run_case "no PDB" $flags '/- pdb.yaml/d' cpu cpu 'expected 1 PodDisruptionBudget'
 run_case "no Prometheus port annotation" $base '/prometheus.io\/port/d' cpu cpu \
   'prometheus.io/port'
+
+# The front.
+run_case "no front" $base '/- name: front/,/drop: \["ALL"\]/d' cpu cpu \
+  'expected two containers in the Deployment, pkserve and its front'
+run_case "a front from another image" $base 's/image: pkserve-front:0.1.0/image: haproxy:2.6/' cpu cpu \
+  "expected the front's image to be pkserve-front"
+run_case "a front running another config" $base \
+  's|image: pkserve-front:0.1.0|\0\n          args: ["-db", "-f", "/tmp/other.cfg"]|' gpu gpu \
+  'the front sets command/args'
+run_case "the front sending to another port" $flags \
+  's/PKSERVE_ADDR=127.0.0.1:50052/PKSERVE_ADDR=127.0.0.1:50051/' cpu cpu \
+  "the front's PKSERVE_ADDR=127.0.0.1:50051: expected 127.0.0.1:50052"
+run_case "the front sending out of the pod" $flags \
+  's/PKSERVE_ADDR=127.0.0.1:50052/PKSERVE_ADDR=pkserve:50052/' cpu cpu \
+  "PKSERVE_ADDR=pkserve:50052: expected 127.0.0.1:50052"
+run_case "the front bound off its container port" $flags \
+  's/PKFRONT_BIND=0.0.0.0:50051/PKFRONT_BIND=0.0.0.0:50053/' cpu cpu \
+  'front: container port grpc: expected 50053'
+run_case "the front's preStop shorter than pkserve's drain" $base \
+  's/command: \["sleep", "32"\]/command: ["sleep", "20"]/' cpu cpu \
+  "the front's preStop sleep 20 must exceed pkserve's preStop sleep 5 \+ --drain_timeout_s 25"
+run_case "a grace period within the front's preStop" $base \
+  's/terminationGracePeriodSeconds: 40/terminationGracePeriodSeconds: 31/' gpu gpu \
+  "terminationGracePeriodSeconds 31 must exceed the front's preStop sleep 32"
+run_case "a Service past the front" base/service.yaml '0,/targetPort: grpc/ s/targetPort: grpc/targetPort: pkserve-grpc/' \
+  cpu cpu "Service pkserve port grpc reaches pkserve's own port 50052, past the front"
+run_case "the headless Service past the front" base/service-headless.yaml \
+  's/port: 50051/port: 50052/; s/targetPort: grpc/targetPort: pkserve-grpc/' cpu cpu \
+  "Service pkserve-headless port grpc reaches pkserve's own port 50052"
+run_case "a NetworkPolicy admitting pkserve's own port" base/networkpolicy.yaml \
+  's/- port: metrics/- port: pkserve-grpc\n          protocol: TCP\n        - port: metrics/' cpu cpu \
+  "admits pkserve's own port 50052"
+run_case "a NetworkPolicy admitting every port" base/networkpolicy.yaml \
+  '/^  ingress:/,$ c\  ingress:\n    - {}' cpu cpu 'admits every port'
+run_case "a NetworkPolicy shutting the front out" base/networkpolicy.yaml \
+  '/- port: grpc/,/protocol: TCP/d' cpu cpu "does not admit the front's gRPC port 50051"
+run_case "no NetworkPolicy" $flags '/- networkpolicy.yaml/d' cpu cpu 'expected 1 NetworkPolicy'
+run_case "a front without a readiness probe" $base '/- name: front/,$ { /readinessProbe:/,/failureThreshold/d }' \
+  cpu cpu 'the front has no readiness probe'
+run_case "a front probed on another port" $base '/- name: front/,$ s/port: 50051/port: 50052/' \
+  cpu cpu 'front readiness probe: expected tcpSocket on 50051'
+run_case "a front allowed to run as root" $base '/- name: front/,$ s/runAsNonRoot: true/runAsNonRoot: false/' \
+  gpu gpu 'front: expected runAsNonRoot: true'
+run_case "a front with a writable root filesystem" $base \
+  '/- name: front/,$ s/readOnlyRootFilesystem: true/readOnlyRootFilesystem: false/' cpu cpu \
+  'front: expected readOnlyRootFilesystem'
+run_case "a front without a memory limit" $base '/- name: front/,$ { /memory: 512Mi/d }' cpu cpu \
+  'front: the container sets no limits.memory'
 
 if ((failures > 0)); then
   echo "FAILED: the checker missed $failures of $((failures + passed)) breakages"
