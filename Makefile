@@ -21,13 +21,14 @@ run: build
 	@scripts/run.sh $(BUILD_DIR)
 
 # The whole suite; then the unit and integration tests under ASan + UBSan (no CUDA), without the
-# deploy checks, the fuzz run (its own sanitizer build) and the soak (RSS under ASan is not ours).
+# deploy checks, the fuzz run (its own sanitizer build), the soak and the attack tests (RSS under
+# ASan's quarantine is not ours).
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 	@cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DPK_SANITIZE=address -DPK_WITH_CUDA=OFF \
 	  $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
-	@cd $(ASAN_BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE '^(deploy|fuzz|soak)$$'
+	@cd $(ASAN_BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE '^(deploy|fuzz|soak|attack)$$'
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) build-fuzz
