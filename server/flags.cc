@@ -72,7 +72,8 @@ ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9090",
 ABSL_FLAG(std::string, memory, "",
           "a hosted memory for Lookup, NAME=PATH[,widths=W0xW1[xW2[xW3]]]; repeat for more. PATH: "
           "a safetensors file (tensor 'values' [slots, dim], BF16 or F32, factor widths in "
-          "__metadata__ 'factor_widths') or a .npy ('<f4', or bfloat16 bits as '<u2') with widths=");
+          "__metadata__ 'factor_widths') or a .npy ('<f4', or bfloat16 bits as '<u2') with "
+          "widths=");
 // Hidden from --help (defined in server/testing_flags.cc): fault injection for tests.
 ABSL_DECLARE_FLAG(uint32_t, inject_batch_failures);
 

@@ -33,9 +33,9 @@ int Fail(const std::string& message) {
 }
 
 std::string NpyHeader(uint64_t slots, uint32_t dim, pk::DType dtype) {
-  std::string dict = absl::StrCat("{'descr': '", dtype == pk::DType::kFloat32 ? "<f4" : "<u2",
-                                  "', 'fortran_order': False, 'shape': (", slots, ", ", dim,
-                                  "), }");
+  std::string dict =
+      absl::StrCat("{'descr': '", dtype == pk::DType::kFloat32 ? "<f4" : "<u2",
+                   "', 'fortran_order': False, 'shape': (", slots, ", ", dim, "), }");
   // Magic, version 1.0, a 2-byte length; the header ends in '\n' and pads to 64 bytes.
   const size_t unpadded = 10 + dict.size() + 1;
   dict.append((64 - unpadded % 64) % 64, ' ');

@@ -18,7 +18,8 @@ constexpr absl::string_view kNpyMagic = "\x93NUMPY";
 
 uint64_t LittleEndian(std::span<const std::byte> bytes) {
   uint64_t value = 0;
-  for (size_t i = 0; i < bytes.size(); ++i) value |= uint64_t{std::to_integer<uint8_t>(bytes[i])} << (8 * i);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    value |= uint64_t{std::to_integer<uint8_t>(bytes[i])} << (8 * i);
   return value;
 }
 
@@ -31,17 +32,16 @@ absl::Status CheckWidths(std::span<const uint32_t> widths, uint64_t slots, absl:
                          absl::string_view source) {
   const pk::Result<pk::Problem> problem = pk::ValidateProblem(widths, 1, pk::DType::kFloat32);
   if (!problem.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": the factor widths ", source, " (",
-                                                   absl::StrJoin(widths, "x"),
-                                                   ") are not a valid product-key layout: ",
-                                                   problem.error().message));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the factor widths ", source, " (", absl::StrJoin(widths, "x"),
+                     ") are not a valid product-key layout: ", problem.error().message));
   }
   uint64_t product = 1;
   for (uint32_t width : widths) product *= width;  // at most 2^32: no overflow
   if (product != slots) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": the table has ", slots, " rows but the factor widths ", source, " (",
-        absl::StrJoin(widths, "x"), ") make ", product, " slots; they must be equal"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the table has ", slots, " rows but the factor widths ", source, " (",
+                     absl::StrJoin(widths, "x"), ") make ", product, " slots; they must be equal"));
   }
   return absl::OkStatus();
 }
@@ -56,8 +56,8 @@ std::optional<uint64_t> TableBytes(uint64_t slots, uint32_t dim, pk::DType dtype
 absl::Status CheckShape(uint64_t slots, uint64_t dim, absl::string_view path) {
   if (slots == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": the table has no rows"));
   if (dim == 0 || dim > kMaxMemoryDim) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": dim (the table's second extent) must be in [1, ",
-                                                   kMaxMemoryDim, "], got ", dim));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": dim (the table's second extent) must be in [1, ", kMaxMemoryDim, "], got ", dim));
   }
   return absl::OkStatus();
 }
@@ -82,8 +82,8 @@ absl::StatusOr<MemoryLayout> ParseSafetensors(std::span<const std::byte> file,
                    file.size() - 8, " follow it (a truncated file?)");
   }
   const absl::string_view header_text = AsText(file.subspan(8, header_bytes));
-  const nlohmann::json header =
-      nlohmann::json::parse(header_text.begin(), header_text.end(), nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json header = nlohmann::json::parse(header_text.begin(), header_text.end(),
+                                                      nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) {
     return invalid("the safetensors header (", header_bytes, " bytes) is not a JSON object");
   }
@@ -104,9 +104,8 @@ absl::StatusOr<MemoryLayout> ParseSafetensors(std::span<const std::byte> file,
   }
   if (tensor == nullptr) {
     if (names.size() != 1) {
-      return invalid("no tensor named 'values', and ", names.size(),
-                     " tensors to choose from (", absl::StrJoin(names, ", "),
-                     "): name the table 'values'");
+      return invalid("no tensor named 'values', and ", names.size(), " tensors to choose from (",
+                     absl::StrJoin(names, ", "), "): name the table 'values'");
     }
     name = names[0];
     tensor = &header[name];
@@ -130,7 +129,8 @@ absl::StatusOr<MemoryLayout> ParseSafetensors(std::span<const std::byte> file,
   const auto shape_it = tensor->find("shape");
   if (shape_it == tensor->end() || !shape_it->is_array() || shape_it->size() != 2 ||
       !(*shape_it)[0].is_number_unsigned() || !(*shape_it)[1].is_number_unsigned()) {
-    return invalid("tensor '", name, "' must have a shape of two non-negative integers [slots, dim], got ",
+    return invalid("tensor '", name,
+                   "' must have a shape of two non-negative integers [slots, dim], got ",
                    shape_it == tensor->end() ? std::string("none") : shape_it->dump());
   }
   const uint64_t slots = (*shape_it)[0].get<uint64_t>();
@@ -174,11 +174,13 @@ absl::StatusOr<MemoryLayout> ParseSafetensors(std::span<const std::byte> file,
   const auto metadata = header.find("__metadata__");
   if (metadata == header.end() || !metadata->is_object() || !metadata->contains("factor_widths") ||
       !(*metadata)["factor_widths"].is_string()) {
-    return invalid("no factor widths: give them in __metadata__ as \"factor_widths\": \"1024,1024\", "
-                   "or with --memory=NAME=PATH,widths=1024x1024");
+    return invalid(
+        "no factor widths: give them in __metadata__ as \"factor_widths\": \"1024,1024\", "
+        "or with --memory=NAME=PATH,widths=1024x1024");
   }
-  absl::StatusOr<std::vector<uint32_t>> parsed = ParseFactorWidths(
-      (*metadata)["factor_widths"].get<std::string>(), absl::StrCat(path, ": __metadata__.factor_widths"));
+  absl::StatusOr<std::vector<uint32_t>> parsed =
+      ParseFactorWidths((*metadata)["factor_widths"].get<std::string>(),
+                        absl::StrCat(path, ": __metadata__.factor_widths"));
   if (!parsed.ok()) return parsed.status();
   layout.factor_widths = *std::move(parsed);
   if (absl::Status valid =
@@ -277,7 +279,8 @@ absl::StatusOr<MemoryLayout> ParseNpy(std::span<const std::byte> file,
                    " data bytes but the file holds ", file.size() - data_start);
   }
   if (widths.empty()) {
-    return invalid("a .npy file has no factor widths: give them with --memory=NAME=PATH,widths=WxW");
+    return invalid(
+        "a .npy file has no factor widths: give them with --memory=NAME=PATH,widths=WxW");
   }
   MemoryLayout layout;
   layout.format = MemoryFileFormat::kNpy;
@@ -297,7 +300,7 @@ absl::StatusOr<MemoryLayout> ParseNpy(std::span<const std::byte> file,
 }  // namespace
 
 absl::StatusOr<std::vector<uint32_t>> ParseFactorWidths(absl::string_view text,
-                                                         absl::string_view what) {
+                                                        absl::string_view what) {
   const char separator = absl::StrContains(text, 'x') ? 'x' : ',';
   std::vector<uint32_t> widths;
   for (absl::string_view part : absl::StrSplit(text, separator)) {
@@ -320,8 +323,8 @@ absl::StatusOr<MemoryLayout> ParseMemoryFile(std::span<const std::byte> file,
   return ParseSafetensors(file, widths, path);
 }
 
-std::string SafetensorsHeader(std::span<const uint32_t> factor_widths, uint64_t slots,
-                              uint32_t dim, pk::DType dtype) {
+std::string SafetensorsHeader(std::span<const uint32_t> factor_widths, uint64_t slots, uint32_t dim,
+                              pk::DType dtype) {
   const uint64_t bytes = slots * dim * pk::ElementBytes(dtype);
   nlohmann::json header;
   header["__metadata__"] = {{"factor_widths", absl::StrJoin(factor_widths, ",")}};

@@ -47,7 +47,7 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100u << 20;
 
 // "1024x1024" or "1024,1024" -> {1024, 1024}; INVALID_ARGUMENT naming `what` otherwise.
 absl::StatusOr<std::vector<uint32_t>> ParseFactorWidths(absl::string_view text,
-                                                         absl::string_view what);
+                                                        absl::string_view what);
 
 // The layout of `file` (the whole file's bytes; its format told by its first bytes). `widths`:
 // from --memory's widths=, empty when not given. Errors are INVALID_ARGUMENT and start with
@@ -59,7 +59,7 @@ absl::StatusOr<MemoryLayout> ParseMemoryFile(std::span<const std::byte> file,
 // The bytes of a safetensors file holding `table` (slots x dim elements of dtype) as the tensor
 // "values" with `factor_widths` in its metadata: what pkserve-make-memory writes, and what tests
 // load.
-std::string SafetensorsHeader(std::span<const uint32_t> factor_widths, uint64_t slots,
-                              uint32_t dim, pk::DType dtype);
+std::string SafetensorsHeader(std::span<const uint32_t> factor_widths, uint64_t slots, uint32_t dim,
+                              pk::DType dtype);
 
 }  // namespace pkserve

@@ -54,8 +54,8 @@ absl::StatusOr<MemorySpec> ParseMemorySpec(absl::string_view text) {
   absl::string_view path = rest;
   if (comma != absl::string_view::npos) {
     path = rest.substr(0, comma);
-    absl::StatusOr<std::vector<uint32_t>> widths =
-        ParseFactorWidths(rest.substr(comma + 8), absl::StrCat("--memory=", spec.name, "'s widths="));
+    absl::StatusOr<std::vector<uint32_t>> widths = ParseFactorWidths(
+        rest.substr(comma + 8), absl::StrCat("--memory=", spec.name, "'s widths="));
     if (!widths.ok()) return widths.status();
     spec.widths = *std::move(widths);
   }
@@ -86,9 +86,8 @@ absl::StatusOr<std::unique_ptr<HostedMemory>> HostedMemory::Open(const MemorySpe
     if (mapping == MAP_FAILED) {
       const int error = errno;
       ::close(fd);
-      return absl::FailedPreconditionError(
-          absl::StrCat(where, ": cannot map its ", memory->mapping_bytes_,
-                       " bytes: ", std::strerror(error)));
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, ": cannot map its ", memory->mapping_bytes_, " bytes: ", std::strerror(error)));
     }
     memory->mapping_ = mapping;
   }

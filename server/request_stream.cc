@@ -98,7 +98,8 @@ void StreamReactor<Call>::AdmitLocked(std::unique_ptr<Item> item) {
   }
   // Under the mutex is safe: Submit never calls back into this stream before it returns.
   absl::Status status = Call::Submit(
-      admission_, peer_, admitted->received, admitted->response.mutable_result(), CallDeadline(*context_),
+      admission_, peer_, admitted->received, admitted->response.mutable_result(),
+      CallDeadline(*context_),
       [context = context_] { return context->IsCancelled(); },
       [this, admitted](absl::Status done_status) { OnAnswered(admitted, done_status); });
   if (!status.ok()) AnswerLocked(admitted, status);

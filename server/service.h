@@ -2,12 +2,12 @@
 // parsed, validated and queued (Admission), and its call is finished from the thread that
 // completes it.
 //
-// TopK, TopKStream, Lookup and LookupStream are registered raw: gRPC hands them the message bytes and the service parses
-// them itself, so that bytes that are not a request get INVALID_ARGUMENT saying so (a
-// StreamError on a stream, which goes on) instead of gRPC's bare UNIMPLEMENTED, or, on a stream,
-// a silent end. The service as clients see it (names, message types, reflection) is unchanged.
+// TopK, TopKStream, Lookup and LookupStream are registered raw: gRPC hands them the message
+// bytes and the service parses them itself, so that bytes that are not a request get
+// INVALID_ARGUMENT saying so (a StreamError on a stream, which goes on) instead of gRPC's bare
+// UNIMPLEMENTED, or, on a stream, a silent end. The service as clients see it (names, message types, reflection) is unchanged.
 //
-// A call its client has cancelled is not judged: a unary TopK whose message never came (or whose
+// A call its client has cancelled is not judged: a unary call whose message never came (or whose
 // client is gone) and a stream request read after its stream was cancelled are counted as
 // CANCELLED and answered nothing.
 #pragma once

@@ -213,31 +213,32 @@ __global__ void __launch_bounds__(kMaxSumThreads) WeightedSumKernel(
   for (int e = 0; e < kVec; ++e) StoreOutput(out + e, acc[e]);
 }
 
-// The staged kernel (above kStagedColumns): per column the same fma chain over the pairs in
-// order as WeightedSumKernel, so the same bits. kVec: values a load reads (kVec > 1 only where
+// One block of the staged and fused kernels (an output, a tile of kStagedColumns columns): per
+// chunk of kStagedPairs pairs, every thread loads value-row pieces into `staged`
+// ([kStagedPairs][kStagedColumns] floats of shared memory) and `stage_weight(first, j)` runs once
+// per pair j of the chunk (first + j of the output) meanwhile; then threads below the tile's
+// columns each run one column's fma chain with `weight(first, j)`, the same order as
+// WeightedSumKernel, so the same bits. kVec: values a load reads (kVec > 1 only where
 // dim % kVec == 0 and the table is 16-byte aligned, so a load never crosses the tile's end).
-template <class V, class O, int kVec>
-__global__ void __launch_bounds__(kStagedThreads) StagedSumKernel(
-    const __grid_constant__ SumParams p) {
-  float* staged = reinterpret_cast<float*>(LookupShared());  // [kStagedPairs][kStagedColumns]
-  float* chunk_weights = staged + kStagedPairs * kStagedColumns;
-  const size_t output = blockIdx.x / p.tiles;
-  const uint32_t first_column = (blockIdx.x % p.tiles) * kStagedColumns;
+template <class V, class O, int kVec, class StageWeight, class Weight>
+__device__ __forceinline__ void StagedBlockSum(const SumParams& p, size_t output, uint32_t tile,
+                                               float* staged, StageWeight stage_weight,
+                                               Weight weight) {
+  const uint32_t first_column = tile * kStagedColumns;
   const uint32_t columns =
       p.dim - first_column < kStagedColumns ? p.dim - first_column : kStagedColumns;
   const uint32_t* slots = p.slots + output * p.pairs;
-  const float* weights = p.weights + output * p.pairs;
   const V* values = reinterpret_cast<const V*>(p.values) + first_column;
   constexpr uint32_t kPieces = kStagedColumns / kVec;  // loads a staged row
   const uint32_t column = threadIdx.x;                 // the chain this thread runs, if < columns
   float acc = 0.0f;
   for (uint32_t first = 0; first < p.pairs; first += kStagedPairs) {
     const uint32_t count = p.pairs - first < kStagedPairs ? p.pairs - first : kStagedPairs;
-    __syncthreads();  // the previous chunk is read by every chain
+    __syncthreads();  // the previous chunk is read by every chain (and what came before is done)
     for (uint32_t i = threadIdx.x; i < count * kPieces; i += blockDim.x) {
       const uint32_t j = i / kPieces;
       const uint32_t piece_column = (i % kPieces) * kVec;
-      if (piece_column == 0) chunk_weights[j] = weights[first + j];
+      if (piece_column == 0) stage_weight(first, j);
       if (piece_column >= columns) continue;
       float v[kVec];
       LoadValues<V, kVec>(values + size_t{slots[first + j]} * p.dim + piece_column, v);
@@ -248,12 +249,26 @@ __global__ void __launch_bounds__(kStagedThreads) StagedSumKernel(
     if (column >= columns) continue;
 #pragma unroll 8
     for (uint32_t j = 0; j < count; ++j) {
-      acc = Fma(chunk_weights[j], staged[j * kStagedColumns + column], acc);
+      acc = Fma(weight(first, j), staged[j * kStagedColumns + column], acc);
     }
   }
   if (column < columns) {
     StoreOutput(reinterpret_cast<O*>(p.out) + output * p.dim + first_column + column, acc);
   }
+}
+
+// The staged kernel: StagedBlockSum with each chunk's weights copied to shared memory beside it.
+template <class V, class O, int kVec>
+__global__ void __launch_bounds__(kStagedThreads) StagedSumKernel(
+    const __grid_constant__ SumParams p) {
+  float* staged = reinterpret_cast<float*>(LookupShared());
+  float* chunk_weights = staged + kStagedPairs * kStagedColumns;  // [kStagedPairs]
+  const size_t output = blockIdx.x / p.tiles;
+  const float* weights = p.weights + output * p.pairs;
+  StagedBlockSum<V, O, kVec>(
+      p, output, blockIdx.x % p.tiles, staged,
+      [&](uint32_t first, uint32_t j) { chunk_weights[j] = weights[first + j]; },
+      [&](uint32_t /*first*/, uint32_t j) { return chunk_weights[j]; });
 }
 
 // The fused kernel of small batches: the staged kernel's blocks (an output and 32 columns) each
@@ -288,40 +303,16 @@ __global__ void __launch_bounds__(kStagedThreads) FusedLookupKernel(
                                       p.weights.slots + row * kk, terms + warp * kMaxK,
                                       pair_weights + head * kk, lane);
     if (tile == 0) {
-      for (uint32_t i = lane; i < kk; i += 32) p.weights.weights[row * kk + i] = pair_weights[head * kk + i];
+      for (uint32_t i = lane; i < kk; i += 32) {
+        p.weights.weights[row * kk + i] = pair_weights[head * kk + i];
+      }
       if (lane == 0) p.weights.row_valid[row] = valid ? 1 : 0;
     }
   }
-  const uint32_t first_column = tile * kStagedColumns;
-  const uint32_t columns =
-      s.dim - first_column < kStagedColumns ? s.dim - first_column : kStagedColumns;
-  const uint32_t* slots = s.slots + output * s.pairs;
-  const V* values = reinterpret_cast<const V*>(s.values) + first_column;
-  constexpr uint32_t kPieces = kStagedColumns / kVec;
-  const uint32_t column = threadIdx.x;
-  float acc = 0.0f;
-  for (uint32_t first = 0; first < s.pairs; first += kStagedPairs) {
-    const uint32_t count = s.pairs - first < kStagedPairs ? s.pairs - first : kStagedPairs;
-    __syncthreads();  // the weights are written; the previous chunk is read by every chain
-    for (uint32_t i = threadIdx.x; i < count * kPieces; i += blockDim.x) {
-      const uint32_t j = i / kPieces;
-      const uint32_t piece_column = (i % kPieces) * kVec;
-      if (piece_column >= columns) continue;
-      float v[kVec];
-      LoadValues<V, kVec>(values + size_t{slots[first + j]} * s.dim + piece_column, v);
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) staged[j * kStagedColumns + piece_column + e] = v[e];
-    }
-    __syncthreads();
-    if (column >= columns) continue;
-#pragma unroll 8
-    for (uint32_t j = 0; j < count; ++j) {
-      acc = Fma(pair_weights[first + j], staged[j * kStagedColumns + column], acc);
-    }
-  }
-  if (column < columns) {
-    StoreOutput(reinterpret_cast<O*>(s.out) + output * s.dim + first_column + column, acc);
-  }
+  // The weights are in shared memory before the first chunk (StagedBlockSum syncs first).
+  StagedBlockSum<V, O, kVec>(
+      s, output, tile, staged, [](uint32_t /*first*/, uint32_t /*j*/) {},
+      [&](uint32_t first, uint32_t j) { return pair_weights[first + j]; });
 }
 
 // Multiprocessors of the device current at the first launch (the hosts have one GPU model).

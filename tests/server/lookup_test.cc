@@ -113,8 +113,8 @@ Expected Reference(const MemoryFile& memory, const v1::LookupRequest& request) {
   pk::cpu::LookupWeightsRows(topk, reinterpret_cast<const std::byte*>(request.scores().data()),
                              rows, expected.slots.data(), expected.weights.data(),
                              expected.row_valid.data(), workspace);
-  pk::cpu::WeightedSumRows(lookup, memory.values(), expected.slots.data(),
-                           expected.weights.data(), rows / heads, expected.outputs.data());
+  pk::cpu::WeightedSumRows(lookup, memory.values(), expected.slots.data(), expected.weights.data(),
+                           rows / heads, expected.outputs.data());
   return expected;
 }
 
@@ -152,8 +152,7 @@ std::string Compare(const MemoryFile& memory, const v1::LookupRequest& request,
   }
   if (request.return_slots()) {
     if (response.slots().size() != expected.slots.size() * 4 ||
-        std::memcmp(response.slots().data(), expected.slots.data(), response.slots().size()) !=
-            0) {
+        std::memcmp(response.slots().data(), expected.slots.data(), response.slots().size()) != 0) {
       return "the slots differ from the CPU reference";
     }
     if (response.weights().size() != expected.weights.size() * 4 ||
@@ -174,7 +173,8 @@ class LookupTest : public ::testing::Test {
   }
 
   std::unique_ptr<Server> Start(ServerConfig config) {
-    config.memories = {MemorySpec{"wide", wide_.path(), {}}, MemorySpec{"small", small_.path(), {}}};
+    config.memories = {MemorySpec{"wide", wide_.path(), {}},
+                       MemorySpec{"small", small_.path(), {}}};
     return StartServer(config);
   }
 
@@ -300,8 +300,8 @@ TEST_F(LookupTest, LookupStreamAnswersInOrderWithAnErrorInItsPlace) {
   std::mt19937_64 engine(3);
   std::vector<v1::LookupRequest> requests;
   for (int i = 0; i < 6; ++i) {
-    requests.push_back(RandomLookup("wide", wide_.widths(), 8, pk::DType::kBFloat16, 4 * (i + 1),
-                                    4, engine));
+    requests.push_back(
+        RandomLookup("wide", wide_.widths(), 8, pk::DType::kBFloat16, 4 * (i + 1), 4, engine));
     requests.back().set_request_id(absl::StrCat("r", i));
   }
   requests[2].set_memory("absent");
@@ -336,7 +336,8 @@ TEST_F(LookupTest, EachErrorHasItsCodeAndNamesTheField) {
   };
   const std::vector<Case> cases = {
       {"unknown memory", [](v1::LookupRequest& r) { r.set_memory("nope"); },
-       grpc::StatusCode::NOT_FOUND, "memory 'nope' is not held by this server; it holds 'wide', 'small'"},
+       grpc::StatusCode::NOT_FOUND,
+       "memory 'nope' is not held by this server; it holds 'wide', 'small'"},
       {"k 0", [](v1::LookupRequest& r) { r.set_k(0); }, grpc::StatusCode::INVALID_ARGUMENT,
        "k must be in [1, 256], got 0"},
       {"heads 65", [](v1::LookupRequest& r) { r.set_heads(65); },
@@ -368,7 +369,8 @@ TEST_F(LookupTest, ARowWithoutAFiniteMaximumIsRefusedNamingItAndSparesItsBatchma
   std::unique_ptr<Server> server = Start(LoopbackConfig());
   auto stub = testing::NewStub(*server);
   std::mt19937_64 engine(5);
-  v1::LookupRequest bad = RandomLookup("wide", wide_.widths(), 4, pk::DType::kFloat32, 6, 2, engine);
+  v1::LookupRequest bad =
+      RandomLookup("wide", wide_.widths(), 4, pk::DType::kFloat32, 6, 2, engine);
   // Row 3: factor 0 all NaN, so every selected score is NaN.
   float* row3 = reinterpret_cast<float*>(bad.mutable_scores()->data()) + 3 * 128;
   for (int c = 0; c < 64; ++c) row3[c] = std::numeric_limits<float>::quiet_NaN();
@@ -399,7 +401,8 @@ TEST_F(LookupTest, DrainAnswersEveryAcceptedLookup) {
   std::mt19937_64 engine(6);
   std::vector<v1::LookupRequest> requests;
   for (int i = 0; i < 32; ++i) {
-    requests.push_back(RandomLookup("wide", wide_.widths(), 32, pk::DType::kBFloat16, 256, 4, engine));
+    requests.push_back(
+        RandomLookup("wide", wide_.widths(), 32, pk::DType::kBFloat16, 256, 4, engine));
   }
   std::vector<grpc::ClientContext> contexts(requests.size());
   std::vector<v1::LookupResponse> responses(requests.size());

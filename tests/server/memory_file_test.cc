@@ -3,7 +3,6 @@
 #include "server/memory_file.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -48,9 +47,8 @@ std::string Error(const std::string& file, std::vector<uint32_t> widths = {}) {
   return std::string(layout.status().message());
 }
 
-constexpr char kGood[] =
-    R"({"values":{"dtype":"BF16","shape":[16,3],"data_offsets":[0,96]},)"
-    R"("__metadata__":{"factor_widths":"4,4"}})";
+constexpr char kGood[] = R"({"values":{"dtype":"BF16","shape":[16,3],"data_offsets":[0,96]},)"
+                         R"("__metadata__":{"factor_widths":"4,4"}})";
 
 TEST(MemoryFile, AWellFormedSafetensorsFileGivesItsLayout) {
   const std::string file = Safetensors(kGood, 96);
@@ -91,10 +89,12 @@ TEST(MemoryFile, EveryMalformedSafetensorsFileIsRefusedSayingWhy) {
       Error(Safetensors(R"({"values":{"dtype":"F16","shape":[16,3],"data_offsets":[0,96]}})", 96)),
       "dtype F16"));
   EXPECT_TRUE(absl::StrContains(
-      Error(Safetensors(R"({"values":{"dtype":"BF16","shape":[16,3,1],"data_offsets":[0,96]}})", 96)),
+      Error(
+          Safetensors(R"({"values":{"dtype":"BF16","shape":[16,3,1],"data_offsets":[0,96]}})", 96)),
       "shape of two"));
   EXPECT_TRUE(absl::StrContains(
-      Error(Safetensors(R"({"values":{"dtype":"BF16","shape":[16,-3],"data_offsets":[0,96]}})", 96)),
+      Error(
+          Safetensors(R"({"values":{"dtype":"BF16","shape":[16,-3],"data_offsets":[0,96]}})", 96)),
       "shape of two"));
   EXPECT_TRUE(absl::StrContains(
       Error(Safetensors(R"({"values":{"dtype":"BF16","shape":[16,0],"data_offsets":[0,0]}})", 0)),
@@ -127,15 +127,18 @@ TEST(MemoryFile, EveryMalformedSafetensorsFileIsRefusedSayingWhy) {
 
 TEST(MemoryFile, WidthsGivenOnTheCommandLineOverrideTheMetadata) {
   const std::string file = Safetensors(kGood, 96);
-  absl::StatusOr<MemoryLayout> layout = ParseMemoryFile(Bytes(file), std::vector<uint32_t>{2, 8}, "m.safetensors");
+  absl::StatusOr<MemoryLayout> layout =
+      ParseMemoryFile(Bytes(file), std::vector<uint32_t>{2, 8}, "m.safetensors");
   ASSERT_TRUE(layout.ok()) << layout.status();
   EXPECT_EQ(layout->factor_widths, (std::vector<uint32_t>{2, 8}));
   EXPECT_TRUE(absl::StrContains(Error(file, {2, 2}), "given with widths="));
 }
 
 TEST(MemoryFile, NpyFilesNeedWidthsAndAreCheckedLikeSafetensors) {
-  const std::string good = Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (16, 3), }\n", 192);
-  absl::StatusOr<MemoryLayout> layout = ParseMemoryFile(Bytes(good), std::vector<uint32_t>{4, 4}, "m.safetensors");
+  const std::string good =
+      Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (16, 3), }\n", 192);
+  absl::StatusOr<MemoryLayout> layout =
+      ParseMemoryFile(Bytes(good), std::vector<uint32_t>{4, 4}, "m.safetensors");
   ASSERT_TRUE(layout.ok()) << layout.status();
   EXPECT_EQ(layout->dtype, pk::DType::kFloat32);
   EXPECT_EQ(layout->format, MemoryFileFormat::kNpy);
@@ -181,7 +184,8 @@ TEST(MemoryStore, FilesThatCannotBeReadAndRepeatedNamesStopTheStart) {
   close(fd);
   const std::vector<MemorySpec> twice = {MemorySpec{"m", path, {}}, MemorySpec{"m", path, {}}};
   EXPECT_TRUE(absl::StrContains(MemoryStore::Open(twice).status().message(), "names 'm' twice"));
-  absl::StatusOr<std::unique_ptr<MemoryStore>> store = MemoryStore::Open({{MemorySpec{"m", path, {}}}});
+  absl::StatusOr<std::unique_ptr<MemoryStore>> store =
+      MemoryStore::Open({{MemorySpec{"m", path, {}}}});
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_NE((*store)->Find("m"), nullptr);
   // The data starts at an odd offset in this file: the table is read from an aligned copy.
@@ -203,8 +207,8 @@ TEST(MakeMemory, WritesFilesTheStoreOpensWithTheAskedLayout) {
                          " --widths=16x16 --dim=5 --dtype=bf16 >/dev/null")
                             .c_str()),
             0);
-  absl::StatusOr<std::unique_ptr<MemoryStore>> store = MemoryStore::Open(
-      {{MemorySpec{"a", safetensors, {}}, MemorySpec{"b", npy, {16, 16}}}});
+  absl::StatusOr<std::unique_ptr<MemoryStore>> store =
+      MemoryStore::Open({{MemorySpec{"a", safetensors, {}}, MemorySpec{"b", npy, {16, 16}}}});
   ASSERT_TRUE(store.ok()) << store.status();
   const MemoryLayout& a = (*store)->Find("a")->layout();
   EXPECT_EQ(a.factor_widths, (std::vector<uint32_t>{8, 4, 2}));
