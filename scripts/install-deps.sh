@@ -14,8 +14,8 @@ test_packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # test tooling: TLS certificates, rendering the Kubernetes manifests, libFuzzer, the hardened
-  # front (deploy/haproxy) and prlimit for the attack tests
-  openssl clang libclang-rt-14-dev haproxy util-linux
+  # front (deploy/haproxy), prlimit and zlib (the gzip bomb) for the attack tests
+  openssl clang libclang-rt-14-dev haproxy util-linux zlib1g-dev
   # the Python client's tests (Debian's /usr/bin/python3; python3-torch for pkserve.torch)
   python3-grpcio python3-numpy python3-grpc-tools python3-pytest python3-setuptools python3-torch
 )
