@@ -26,6 +26,8 @@
 #include "server/memory_file.h"
 #include "tests/server/test_support.h"
 
+#include "tests/server/pkserve_process.h"
+
 namespace pkserve {
 namespace {
 
@@ -33,22 +35,10 @@ constexpr uint32_t kDim = 48;
 constexpr uint32_t kK = 8;
 constexpr uint32_t kHeads = 4;
 
-struct BenchRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
+using BenchRun = testing::CommandRun;
 
 BenchRun RunBench(const std::string& arguments) {
-  BenchRun run;
-  const std::string command = absl::StrCat(PKSERVE_BENCH, " ", arguments, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  size_t read = 0;
-  while ((read = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.output.append(buffer, read);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  return testing::RunCommand(absl::StrCat(PKSERVE_BENCH, " ", arguments));
 }
 
 // A safetensors memory file of random bf16 values (32x32 slots x kDim), removed with the object.

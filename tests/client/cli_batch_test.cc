@@ -52,22 +52,10 @@ std::string ReadFile(const std::string& path) {
 
 bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
-struct CliRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using CliRun = testing::CommandRun;
 
 CliRun RunCli(const std::string& arguments) {
-  CliRun run;
-  const std::string command = absl::StrCat(PKSERVE_CLI, " ", arguments, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  size_t count;
-  while ((count = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.output.append(buffer, count);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  return testing::RunCommand(absl::StrCat(PKSERVE_CLI, " ", arguments));
 }
 
 // Waits for a child's exit: its exit code, or -1 on a signal or past `timeout`.

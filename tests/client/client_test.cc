@@ -17,6 +17,8 @@
 #include "kernels/testing/random_rows.h"
 #include "tests/server/test_support.h"
 
+#include "tests/server/pkserve_process.h"
+
 namespace pkserve {
 namespace {
 
@@ -249,22 +251,10 @@ TEST(ClientOptions, RoundRobinSpreadsCallsOverEveryServer) {
 // ---------------------------------------------------------------------------------------------
 // pkserve-cli
 
-struct CliRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using CliRun = testing::CommandRun;
 
 CliRun RunCli(const std::string& arguments) {
-  CliRun run;
-  const std::string command = absl::StrCat(PKSERVE_CLI, " ", arguments, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  size_t count;
-  while ((count = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.output.append(buffer, count);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  return testing::RunCommand(absl::StrCat(PKSERVE_CLI, " ", arguments));
 }
 
 class CliTest : public ::testing::Test {

@@ -32,6 +32,18 @@ std::string ReadFile(const std::string& path) {
 
 }  // namespace
 
+CommandRun RunCommand(const std::string& command) {
+  CommandRun run;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  size_t count = 0;
+  while ((count = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.output.append(buffer, count);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
 int64_t NumberAfter(const std::string& text, const std::string& prefix) {
   const size_t at = text.find(prefix);
   if (at == std::string::npos) return -1;

@@ -72,6 +72,16 @@ class ChildServer : public PkserveProcess {
 // failure).
 pid_t SpawnChild(const std::vector<std::string>& args, const std::string& output);
 
+// How a command run to completion went: its exit status (-1 if it did not exit normally) and its
+// stdout and stderr together.
+struct CommandRun {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs `command` through the shell, its stderr joined to its stdout, and waits for it.
+CommandRun RunCommand(const std::string& command);
+
 // The integer right after the first `prefix` in `text`, or -1.
 int64_t NumberAfter(const std::string& text, const std::string& prefix);
 

@@ -11,25 +11,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
+#include "tests/server/pkserve_process.h"
+
 namespace pkserve {
 namespace {
 
-struct ProcessRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
+using ProcessRun = testing::CommandRun;
 
 ProcessRun RunPkserve(const std::string& arguments) {
-  ProcessRun run;
-  const std::string command = absl::StrCat(PKSERVE_BINARY, " ", arguments, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  size_t read = 0;
-  while ((read = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.output.append(buffer, read);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  return testing::RunCommand(absl::StrCat(PKSERVE_BINARY, " ", arguments));
 }
 
 TEST(PkserveUsage, HelpExitsZeroAndNamesTheFlagsFileAsTheRepositoryDoes) {
