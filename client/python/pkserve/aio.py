@@ -13,11 +13,8 @@ from pkserve import _channel
 from pkserve import _errors
 from pkserve import _ops
 from pkserve import _tensors
-from pkserve.client import is_many_input
+from pkserve.client import bind_channel, is_many_input
 from pkserve.v1 import pkserve_pb2 as pb
-from pkserve.v1 import pkserve_pb2_grpc as pb_grpc
-
-_SERVICE = "/pkserve.v1.SparseMemory/"
 
 
 async def _as_async_iter(inputs):
@@ -69,26 +66,8 @@ class AsyncClient:
             self._channel = grpc.aio.insecure_channel(target, options=options)
         else:
             self._channel = grpc.aio.secure_channel(target, credentials, options=options)
-        self.target = target
-        self.deadline = deadline
-        self.stream_deadline = stream_deadline
-        self.max_in_flight = max(1, int(max_in_flight))
-        self.streams = max(1, int(streams))
-        self.chunk_rows = max(1, int(chunk_rows))
-        self._stub = pb_grpc.SparseMemoryStub(self._channel)
-        self._health = self._channel.unary_unary(
-            _channel.HEALTH_CHECK_METHOD,
-            request_serializer=_channel.encode_health_request,
-            response_deserializer=_channel.decode_health_response)
-        self._unary = {}
-        self._stream = {}
-        for op in (_ops.TopK, _ops.Lookup):
-            self._unary[op.method] = self._channel.unary_unary(
-                _SERVICE + op.method, response_deserializer=op.response_type.FromString)
-            self._stream[op.method] = self._channel.stream_stream(
-                _SERVICE + op.stream_method,
-                response_deserializer=op.stream_response_type.FromString)
-        self._limits = None
+        bind_channel(self, self._channel, target, deadline, stream_deadline, max_in_flight,
+                     streams, chunk_rows)
 
     async def close(self):
         await self._channel.close()

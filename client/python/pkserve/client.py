@@ -20,6 +20,34 @@ from pkserve.v1 import pkserve_pb2 as pb
 from pkserve.v1 import pkserve_pb2_grpc as pb_grpc
 
 _SERVICE = "/pkserve.v1.SparseMemory/"
+
+
+def bind_channel(client, channel, target, deadline, stream_deadline, max_in_flight, streams,
+                 chunk_rows):
+    """Sets what Client and AsyncClient share on `client`: the channel, the settings, and the
+    stubs of the health check and of each operation's unary and stream calls."""
+    client._channel = channel
+    client.target = target
+    client.deadline = deadline
+    client.stream_deadline = stream_deadline
+    client.max_in_flight = max(1, int(max_in_flight))
+    client.streams = max(1, int(streams))
+    client.chunk_rows = max(1, int(chunk_rows))
+    client._stub = pb_grpc.SparseMemoryStub(channel)
+    client._health = channel.unary_unary(
+        _channel.HEALTH_CHECK_METHOD,
+        request_serializer=_channel.encode_health_request,
+        response_deserializer=_channel.decode_health_response)
+    client._unary = {}
+    client._stream = {}
+    for op in (_ops.TopK, _ops.Lookup):
+        # Requests arrive serialized (_ops); answers are parsed by the generated classes.
+        client._unary[op.method] = channel.unary_unary(
+            _SERVICE + op.method, response_deserializer=op.response_type.FromString)
+        client._stream[op.method] = channel.stream_stream(
+            _SERVICE + op.stream_method,
+            response_deserializer=op.stream_response_type.FromString)
+    client._limits = None
 _END = object()  # closes a stream's send side
 
 
@@ -79,27 +107,8 @@ class Client:
             self._channel = grpc.insecure_channel(target, options=options)
         else:
             self._channel = grpc.secure_channel(target, credentials, options=options)
-        self.target = target
-        self.deadline = deadline
-        self.stream_deadline = stream_deadline
-        self.max_in_flight = max(1, int(max_in_flight))
-        self.streams = max(1, int(streams))
-        self.chunk_rows = max(1, int(chunk_rows))
-        self._stub = pb_grpc.SparseMemoryStub(self._channel)
-        self._health = self._channel.unary_unary(
-            _channel.HEALTH_CHECK_METHOD,
-            request_serializer=_channel.encode_health_request,
-            response_deserializer=_channel.decode_health_response)
-        self._unary = {}
-        self._stream = {}
-        for op in (_ops.TopK, _ops.Lookup):
-            # Requests arrive serialized (_ops); answers are parsed by the generated classes.
-            self._unary[op.method] = self._channel.unary_unary(
-                _SERVICE + op.method, response_deserializer=op.response_type.FromString)
-            self._stream[op.method] = self._channel.stream_stream(
-                _SERVICE + op.stream_method,
-                response_deserializer=op.stream_response_type.FromString)
-        self._limits = None
+        bind_channel(self, self._channel, target, deadline, stream_deadline, max_in_flight,
+                     streams, chunk_rows)
         self._limits_lock = threading.Lock()
 
     def close(self):
