@@ -37,15 +37,14 @@ class TopKStream final : public BatchStream {
   TopKStream(const TopKBatchSpec& spec, Client& client)
       : spec_(spec), session_(client.OpenStream()) {}
 
-  bool Send(const BatchChunk& chunk) override {
-    const v1::TopKRequest request = MakeTopKRequest(
-        spec_.factor_widths, spec_.k, spec_.dtype, chunk.rows,
-        spec_.scores.subspan(chunk.first_row * spec_.row_bytes, chunk.rows * spec_.row_bytes),
-        RowRange(chunk));
-    spec_.input->DoneReading(
-        spec_.scores.subspan(chunk.first_row * spec_.row_bytes, chunk.rows * spec_.row_bytes));
-    return session_->Send(request);
+  void Prepare(const BatchChunk& chunk) override {
+    const std::span<const std::byte> scores =
+        spec_.scores.subspan(chunk.first_row * spec_.row_bytes, chunk.rows * spec_.row_bytes);
+    request_ = MakeTopKRequest(spec_.factor_widths, spec_.k, spec_.dtype, chunk.rows, scores,
+                               RowRange(chunk));
+    spec_.input->DoneReading(scores);
   }
+  bool Send() override { return session_->Send(request_); }
   void CloseSend() override { session_->CloseSend(); }
   bool Receive(const BatchChunk& chunk, absl::Status* outcome) override {
     v1::TopKStreamResponse answer;
@@ -71,6 +70,7 @@ class TopKStream final : public BatchStream {
  private:
   const TopKBatchSpec& spec_;
   std::unique_ptr<TopKStreamSession> session_;
+  v1::TopKRequest request_;  // prepared for the next Send
 };
 
 class TopKBatch final : public BatchCommand {
@@ -89,8 +89,8 @@ class LookupStream final : public BatchStream {
   LookupStream(const LookupBatchSpec& spec, Client& client)
       : spec_(spec), session_(client.OpenLookupStream()) {}
 
-  bool Send(const BatchChunk& chunk) override {
-    v1::LookupRequest request;
+  void Prepare(const BatchChunk& chunk) override {
+    v1::LookupRequest& request = request_;
     request.set_memory(spec_.memory);
     request.set_k(spec_.k);
     request.set_dtype(spec_.dtype);
@@ -103,8 +103,8 @@ class LookupStream final : public BatchStream {
     request.set_return_slots(spec_.slots != nullptr || spec_.weights != nullptr);
     request.set_request_id(RowRange(chunk));
     spec_.input->DoneReading(scores);
-    return session_->Send(request);
   }
+  bool Send() override { return session_->Send(request_); }
   void CloseSend() override { session_->CloseSend(); }
   bool Receive(const BatchChunk& chunk, absl::Status* outcome) override {
     v1::LookupStreamResponse answer;
@@ -136,6 +136,7 @@ class LookupStream final : public BatchStream {
  private:
   const LookupBatchSpec& spec_;
   std::unique_ptr<LookupStreamSession> session_;
+  v1::LookupRequest request_;  // prepared for the next Send
 };
 
 class LookupBatch final : public BatchCommand {

@@ -131,22 +131,25 @@ class StreamWorker {
     bool stop_sending = false;
     std::thread sender([&] {
       while (true) {
+        // The next request is built before its slot frees up, while the ones in flight are
+        // answered (with one in flight, the copy would otherwise add to every round trip).
+        const std::optional<BatchChunk> chunk = queue_.Take();
+        if (!chunk.has_value()) break;
+        stream->Prepare(*chunk);
         {
           absl::MutexLock lock(&mutex);
           while (!stop_sending && static_cast<int>(in_flight.size()) >= options_.max_in_flight) {
             changed.Wait(&mutex);
           }
-          if (stop_sending) break;
-        }
-        const std::optional<BatchChunk> chunk = queue_.Take();
-        if (!chunk.has_value()) break;
-        {
-          absl::MutexLock lock(&mutex);
+          if (stop_sending) {
+            queue_.Requeue(*chunk);  // prepared, never sent
+            break;
+          }
           in_flight.push_back(*chunk);
           changed.SignalAll();
         }
         // A failed Send leaves the chunk in flight: the receiver sees the stream end.
-        if (!stream->Send(*chunk)) break;
+        if (!stream->Send()) break;
       }
       stream->CloseSend();
       absl::MutexLock lock(&mutex);

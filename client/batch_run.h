@@ -3,8 +3,9 @@
 // by row). The policy:
 //   - The input is cut into chunks (BatchChunk) by the caller; each chunk is one request.
 //   - `streams` stream workers, worker i on clients[i % clients.size()] (one client a
-//     connection), each with at most `max_in_flight` requests sent and not yet answered, so that
-//     memory holds at most streams x max_in_flight requests and answers whatever the input size.
+//     connection), each with at most `max_in_flight` requests sent and not yet answered and one
+//     more prepared to go, so that memory holds at most streams x (max_in_flight + 1) requests
+//     and their answers whatever the input size.
 //   - A stream that fails with UNAVAILABLE (the server gone or draining), and a request answered
 //     with an UNAVAILABLE StreamError, are retried: the unanswered chunks go back to the queue and
 //     the worker opens a new stream, after a backoff of 50 ms doubling up to 1 s, at most
@@ -32,13 +33,16 @@ struct BatchChunk {
   uint32_t rows = 0;
 };
 
-// One open stream of a command (topk, lookup). Send runs on one thread, Receive on another;
-// Cancel on either.
+// One open stream of a command (topk, lookup). Prepare and Send run on one thread, Receive on
+// another; Cancel on either.
 class BatchStream {
  public:
   virtual ~BatchStream() = default;
-  // Sends the request of `chunk`; false when the stream is broken.
-  virtual bool Send(const BatchChunk& chunk) = 0;
+  // Builds the request of `chunk` (copies its rows of the input), to be sent by the next Send:
+  // done while the requests in flight are answered, so that the copy is off the critical path.
+  virtual void Prepare(const BatchChunk& chunk) = 0;
+  // Sends the prepared request; false when the stream is broken.
+  virtual bool Send() = 0;
   virtual void CloseSend() = 0;
   // Takes the answer of `chunk` (the oldest in flight) and writes its rows to the outputs. False
   // when the stream ended first (Finish then says why); otherwise `*outcome` is OK once the rows
