@@ -77,7 +77,9 @@ front_port=""
 for _ in $(seq 1 20); do
   port=$((20000 + RANDOM % 30000))
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
+  # One client address holds all the connections here: its share is set to the whole budget.
   PKFRONT_BIND=127.0.0.1:$port PKSERVE_ADDR=127.0.0.1:$pkserve_port \
+    PKFRONT_MAX_CONNECTIONS_PER_CLIENT=$budget \
     "$haproxy" -db -f "$config" >"$work/front.log" 2>&1 &
   front_pid=$!
   for _ in $(seq 1 100); do

@@ -208,6 +208,75 @@ TEST_F(AttackTest, TheFrontPassesCallsAndStreamsAtOnce) {
   EXPECT_TRUE(stream->Finish().ok());
 }
 
+// A GetServerInfo call on a new raw connection from `source` (a loopback address): whether its
+// answer comes back (a DATA frame on stream 1 within 1 s) rather than the connection being
+// closed. The connection is kept open in `held`.
+bool AnsweredFrom(int port, const std::string& authority, const char* source,
+                  std::vector<std::unique_ptr<h2::Connection>>& held) {
+  std::unique_ptr<h2::Connection> connection = h2::Connection::TryOpen(port, source);
+  if (connection == nullptr) return false;
+  const std::string call =
+      h2::ClientPreface() + h2::Frame(h2::kSettings, h2::kAck, 0, "") +
+      h2::Frame(h2::kHeaders, h2::kEndHeaders, 1,
+                h2::GrpcRequestHeaders("/pkserve.v1.SparseMemory/GetServerInfo", authority)) +
+      h2::Frame(h2::kData, h2::kEndStream, 1, h2::GrpcMessage(""));
+  if (!connection->Send(call)) return false;
+  const std::string received = connection->ReadFor(absl::Seconds(1));
+  bool answered = false;
+  for (const h2::ParsedFrame& frame : h2::ParseFrames(received)) {
+    answered |= frame.type == h2::kData && frame.stream_id == 1 && frame.payload.size() > 5;
+  }
+  answered &= !connection->closed_by_peer();
+  held.push_back(std::move(connection));
+  return answered;
+}
+
+// A channel keeps its connection between calls: the front must not close one that served a call
+// and then sat idle (HAProxy would apply `timeout http-request`'s 5 s without
+// `timeout http-keep-alive`).
+TEST_F(AttackTest, TheFrontKeepsAnIdleConnectionBetweenCalls) {
+  SkipWithoutHaproxy();
+  testing::ChildServer server(PKSERVE_BINARY, {"--backend=cpu", "--threads=1"});
+  ASSERT_GT(server.port(), 0);
+  const int port = StartFront(server.port(), front_);
+  ASSERT_GT(port, 0);
+  std::vector<std::unique_ptr<h2::Connection>> held;
+  ASSERT_TRUE(AnsweredFrom(port, absl::StrCat("127.0.0.1:", port), "127.0.0.1", held));
+  held[0]->ReadFor(absl::Seconds(7));
+  EXPECT_FALSE(held[0]->closed_by_peer())
+      << "the front closed a connection idle for 7 s after a call";
+}
+
+// One client address holding its share of the front's connections (here 8) gets its next
+// connection closed, while another address is still served, and gets a connection again once it
+// closes one of its own.
+TEST_F(AttackTest, OneAddressPastItsShareOfConnectionsIsRefusedWhileOthersAreServed) {
+  SkipWithoutHaproxy();
+  testing::ChildServer server(PKSERVE_BINARY, {"--backend=cpu", "--threads=1"});
+  ASSERT_GT(server.port(), 0);
+  setenv("PKFRONT_MAX_CONNECTIONS_PER_CLIENT", "8", 1);
+  const int port = StartFront(server.port(), front_);
+  unsetenv("PKFRONT_MAX_CONNECTIONS_PER_CLIENT");
+  ASSERT_GT(port, 0);
+  absl::SleepFor(absl::Milliseconds(200));  // StartFront's probe connection has closed
+  const std::string authority = absl::StrCat("127.0.0.1:", port);
+  std::vector<std::unique_ptr<h2::Connection>> held;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(AnsweredFrom(port, authority, "127.0.0.1", held)) << "connection " << i;
+  }
+  std::vector<std::unique_ptr<h2::Connection>> refused;
+  EXPECT_FALSE(AnsweredFrom(port, authority, "127.0.0.1", refused))
+      << "a ninth connection from 127.0.0.1 was served";
+  std::vector<std::unique_ptr<h2::Connection>> other;
+  EXPECT_TRUE(AnsweredFrom(port, authority, "127.0.0.2", other))
+      << "127.0.0.2 was not served while 127.0.0.1 held its share";
+  held.pop_back();  // closes it
+  refused.clear();
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_TRUE(AnsweredFrom(port, authority, "127.0.0.1", held))
+      << "127.0.0.1 was not served again after closing one of its connections";
+}
+
 TEST_F(AttackTest, RapidResetOnOneConnectionIsHeldByTheFront) {
   SkipWithoutHaproxy();
   RapidResetAttack(*Harness(true), "rapid reset, 1 connection, front", 1);

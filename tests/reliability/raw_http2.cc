@@ -109,10 +109,25 @@ std::string GrpcMessage(std::string_view payload, uint32_t declared_length) {
 
 namespace {
 
-// A connected socket to 127.0.0.1:port, or -1 with errno set.
-int ConnectLoopback(int port) {
+// A connected socket to 127.0.0.1:port from `source` (another loopback address: a second
+// client host as the server sees it), or -1 with errno set.
+int ConnectLoopback(int port, const char* source = nullptr) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
+  if (source != nullptr) {
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    const int bound = inet_pton(AF_INET, source, &local.sin_addr) != 1
+                          ? EINVAL
+                          : (bind(fd, reinterpret_cast<const sockaddr*>(&local), sizeof local) == 0
+                                 ? 0
+                                 : errno);
+    if (bound != 0) {
+      close(fd);
+      errno = bound;
+      return -1;
+    }
+  }
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
@@ -139,8 +154,8 @@ std::unique_ptr<Connection> Connection::Open(int port) {
   return std::unique_ptr<Connection>(new Connection(fd));
 }
 
-std::unique_ptr<Connection> Connection::TryOpen(int port) {
-  const int fd = ConnectLoopback(port);
+std::unique_ptr<Connection> Connection::TryOpen(int port, const char* source) {
+  const int fd = ConnectLoopback(port, source);
   if (fd < 0) return nullptr;
   return std::unique_ptr<Connection>(new Connection(fd));
 }

@@ -61,8 +61,9 @@ class Connection {
  public:
   // Connects to 127.0.0.1:port; null (and a test failure) when it cannot.
   static std::unique_ptr<Connection> Open(int port);
-  // The same without the test failure: for attackers, which meet a server shutting down.
-  static std::unique_ptr<Connection> TryOpen(int port);
+  // The same without the test failure: for attackers, which meet a server shutting down. From
+  // `source` (e.g. "127.0.0.2") when given.
+  static std::unique_ptr<Connection> TryOpen(int port, const char* source = nullptr);
   ~Connection();  // closes the socket (an abrupt disconnect, if nothing else closed it)
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
