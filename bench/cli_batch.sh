@@ -5,21 +5,28 @@
 #
 #   bench/cli_batch.sh                       # 100 MB and 1 GB inputs, 1024x1024 bf16 k=64
 #   SIZES_MB="20 100" STREAMS=2 bench/cli_batch.sh
+#   MODE=lookup DIM=256 bench/cli_batch.sh   # pkserve-cli lookup on a hosted memory
 #
-# Environment: BUILD (build), SIZES_MB ("100 1000"), WIDTHS (1024,1024), K (64), STREAMS (2),
-# CONNECTIONS (1), ROWS_PER_REQUEST (64), BENCH_S (10: pkserve-bench's measured seconds),
+# Environment: BUILD (build), MODE (topk, or lookup: a random bfloat16 memory of the widths and
+# DIM (256) values a slot, made by pkserve-make-memory and hosted by the server), SIZES_MB
+# ("100 1000"), WIDTHS (1024,1024), K (64), STREAMS (2), CONNECTIONS (1), ROWS_PER_REQUEST (64),
+# IN_FLIGHT (1: the CLI's --max_in_flight), BENCH_S (10: pkserve-bench's measured seconds),
 # SERVER_FLAGS (extra pkserve flags), WORK (a temp folder: inputs and outputs, removed at the end).
 #
 # Memory: /proc/PID/status of the CLI sampled every 20 ms; RssAnon (anonymous memory: heap,
 # stacks, gRPC buffers) must not grow with the input, while VmHWM also counts the file pages of
 # the input mapping and of the outputs, which the page cache can take back. Throughput: the CLI's
 # rows/s over its whole run (its summary line) against pkserve-bench --mode=stream
-# --concurrency=STREAMS --rows=ROWS_PER_REQUEST (one request in flight per stream, so the CLI runs
-# with --max_in_flight=1 here), run right after each CLI run; each size a table row and a JSON
-# line. On a shared host the two drift with the load: run it more than once.
+# --concurrency=STREAMS --rows=ROWS_PER_REQUEST (one request in flight per stream: with
+# IN_FLIGHT=1 both keep the same requests in flight; the CLI's default is 2), run right after each
+# CLI run; each size a table row and a JSON line. On a shared host the two drift with the load:
+# run it more than once.
 set -euo pipefail
 
 BUILD=${BUILD:-build}
+MODE=${MODE:-topk}
+DIM=${DIM:-256}
+IN_FLIGHT=${IN_FLIGHT:-1}
 SIZES_MB=${SIZES_MB:-"100 1000"}
 WIDTHS=${WIDTHS:-1024,1024}
 K=${K:-64}
@@ -32,7 +39,9 @@ WORK=${WORK:-$(mktemp -d /tmp/cli_batch.XXXXXX)}
 CLI=$BUILD/client/pkserve-cli
 BENCH=$BUILD/client/bench/pkserve-bench
 SERVER=$BUILD/server/pkserve
-for binary in "$CLI" "$BENCH" "$SERVER"; do
+MAKE_MEMORY=$BUILD/server/pkserve-make-memory
+[[ $MODE == topk || $MODE == lookup ]] || { echo "cli_batch.sh: MODE is topk or lookup" >&2; exit 2; }
+for binary in "$CLI" "$BENCH" "$SERVER" "$MAKE_MEMORY"; do
   [[ -x $binary ]] || { echo "cli_batch.sh: $binary is not built" >&2; exit 2; }
 done
 
@@ -43,9 +52,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
+memory_flags=()
+if [[ $MODE == lookup ]]; then
+  "$MAKE_MEMORY" --out="$WORK/memory.safetensors" --widths="${WIDTHS//,/x}" --dim="$DIM" \
+    --dtype=bfloat16 >/dev/null
+  memory_flags=(--memory="mem=$WORK/memory.safetensors")
+fi
+
 # $SERVER on a free loopback port; sets server_pid and target.
 # shellcheck disable=SC2086
-"$SERVER" --address=127.0.0.1:0 --metrics_address= $SERVER_FLAGS >"$WORK/server.log" 2>&1 &
+"$SERVER" --address=127.0.0.1:0 --metrics_address= "${memory_flags[@]}" $SERVER_FLAGS \
+  >"$WORK/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 100); do
   port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$WORK/server.log" | head -1 | cut -d: -f2 || true)
@@ -88,10 +105,12 @@ PY
 # Runs the CLI on $1, sampling its memory; prints "rows_per_s peak_rss_anon_kib vm_hwm_kib".
 run_cli() {
   local input=$1
-  "$CLI" topk --target="$target" --widths="$WIDTHS" --k="$K" --input="$input" \
-    --out_values="$WORK/values.npy" --out_slots="$WORK/slots.npy" --streams="$STREAMS" \
-    --connections="$CONNECTIONS" --rows_per_request="$ROWS_PER_REQUEST" --max_in_flight=1 \
-    --quiet >"$WORK/cli.out" 2>&1 &
+  local command=(topk --widths="$WIDTHS" --out_values="$WORK/values.npy"
+                 --out_slots="$WORK/slots.npy")
+  [[ $MODE == lookup ]] && command=(lookup --memory=mem --out="$WORK/values.npy")
+  "$CLI" "${command[@]}" --target="$target" --k="$K" --input="$input" --streams="$STREAMS" \
+    --connections="$CONNECTIONS" --rows_per_request="$ROWS_PER_REQUEST" \
+    --max_in_flight="$IN_FLIGHT" --quiet >"$WORK/cli.out" 2>&1 &
   local pid=$! anon=0 hwm=0 value
   while kill -0 "$pid" 2>/dev/null; do
     if value=$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status" 2>/dev/null) && [[ -n $value ]]; then
@@ -110,7 +129,9 @@ run_cli() {
 # pkserve-bench at the same shape, streams, connections and rows per request, for BENCH_S
 # seconds; prints its rows/s.
 run_bench() {
-  "$BENCH" --target="$target" --widths="$WIDTHS" --k="$K" --dtype=bf16 \
+  local lookup=()
+  [[ $MODE == lookup ]] && lookup=(--memory=mem)
+  "$BENCH" "${lookup[@]}" --target="$target" --widths="$WIDTHS" --k="$K" --dtype=bf16 \
     --rows="$ROWS_PER_REQUEST" --mode=stream --concurrency="$STREAMS" \
     --connections="$CONNECTIONS" --warmup=1 --duration="$BENCH_S" 2>/dev/null |
     grep -o '"rows_per_s": [0-9.e+]*' | head -1 | awk '{print $2}'
@@ -127,8 +148,8 @@ for megabytes in $SIZES_MB; do
   ratio=$(awk -v a="$rate" -v b="$bench_rate" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')
   printf '%-10s %10s %12s %14.0f %12s %12s %8s\n' "$megabytes" "$rows" "$rate" "$bench_rate" \
     "$ratio" "$anon" "$hwm"
-  printf '{"input_mb": %s, "rows": %s, "widths": "%s", "k": %s, "dtype": "bf16", "streams": %s, "connections": %s, "rows_per_request": %s, "cli_rows_per_s": %s, "bench_rows_per_s": %s, "ratio": %s, "cli_peak_rss_anon_kib": %s, "cli_vm_hwm_kib": %s}\n' \
-    "$megabytes" "$rows" "$WIDTHS" "$K" "$STREAMS" "$CONNECTIONS" "$ROWS_PER_REQUEST" "$rate" \
+  printf '{"mode": "%s", "input_mb": %s, "rows": %s, "widths": "%s", "k": %s, "dtype": "bf16", "streams": %s, "connections": %s, "rows_per_request": %s, "cli_max_in_flight": %s, "cli_rows_per_s": %s, "bench_rows_per_s": %s, "ratio": %s, "cli_peak_rss_anon_kib": %s, "cli_vm_hwm_kib": %s}\n' \
+    "$MODE" "$megabytes" "$rows" "$WIDTHS" "$K" "$STREAMS" "$CONNECTIONS" "$ROWS_PER_REQUEST" "$IN_FLIGHT" "$rate" \
     "$bench_rate" "$ratio" "$anon" "$hwm"
   rm -f "$input"
 done

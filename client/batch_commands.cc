@@ -46,9 +46,11 @@ class TopKStream final : public BatchStream {
   }
   bool Send() override { return session_->Send(request_); }
   void CloseSend() override { session_->CloseSend(); }
-  bool Receive(const BatchChunk& chunk, absl::Status* outcome) override {
+  bool Receive(const BatchChunk& chunk, absl::Status* outcome,
+               absl::FunctionRef<void()> answered) override {
     v1::TopKStreamResponse answer;
     if (!session_->Receive(&answer)) return false;
+    answered();
     if (answer.has_error()) {
       *outcome = FromStreamError(chunk, answer.error());
       return true;
@@ -106,9 +108,11 @@ class LookupStream final : public BatchStream {
   }
   bool Send() override { return session_->Send(request_); }
   void CloseSend() override { session_->CloseSend(); }
-  bool Receive(const BatchChunk& chunk, absl::Status* outcome) override {
+  bool Receive(const BatchChunk& chunk, absl::Status* outcome,
+               absl::FunctionRef<void()> answered) override {
     v1::LookupStreamResponse answer;
     if (!session_->Receive(&answer)) return false;
+    answered();
     if (answer.has_error()) {
       *outcome = FromStreamError(chunk, answer.error());
       return true;

@@ -168,14 +168,14 @@ class StreamWorker {
         chunk = in_flight.front();
       }
       absl::Status outcome;
-      if (!stream->Receive(chunk, &outcome)) {
-        broken = true;
-        break;
-      }
-      {
+      const bool received = stream->Receive(chunk, &outcome, [&] {
         absl::MutexLock lock(&mutex);
         in_flight.pop_front();
         changed.SignalAll();
+      });
+      if (!received) {
+        broken = true;
+        break;
       }
       if (outcome.ok() && log_ != nullptr) outcome = log_->MarkDone(chunk.first_row, chunk.rows);
       if (outcome.ok()) {

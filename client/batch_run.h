@@ -21,6 +21,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "client/client.h"
 #include "client/resume_log.h"
@@ -44,10 +45,13 @@ class BatchStream {
   // Sends the prepared request; false when the stream is broken.
   virtual bool Send() = 0;
   virtual void CloseSend() = 0;
-  // Takes the answer of `chunk` (the oldest in flight) and writes its rows to the outputs. False
-  // when the stream ended first (Finish then says why); otherwise `*outcome` is OK once the rows
-  // are written, else the request's StreamError or the write's error.
-  virtual bool Receive(const BatchChunk& chunk, absl::Status* outcome) = 0;
+  // Takes the answer of `chunk` (the oldest in flight), calls `answered` (its slot in flight is
+  // free: the next request can go while this one's rows are written), and writes its rows to the
+  // outputs. False when the stream ended first (Finish then says why; `answered` not called);
+  // otherwise `*outcome` is OK once the rows are written, else the request's StreamError or the
+  // write's error.
+  virtual bool Receive(const BatchChunk& chunk, absl::Status* outcome,
+                       absl::FunctionRef<void()> answered) = 0;
   virtual void Cancel() = 0;
   virtual absl::Status Finish() = 0;
 };

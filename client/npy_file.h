@@ -40,8 +40,8 @@ class MappedNpy {
   // run over a large file, read roughly in order, holds only the pages near where it reads.
   // Thread-safe.
   void DoneReading(std::span<const std::byte> range) const;
-  static constexpr uint64_t kReleaseBlockBytes = 4 << 20;
-  static constexpr uint64_t kReleaseLagBytes = 8 << 20;
+  static constexpr uint64_t kReleaseBlockBytes = 16 << 20;
+  static constexpr uint64_t kReleaseLagBytes = 32 << 20;
   uint64_t file_bytes() const { return file_bytes_; }
   // The file's modification time (ns since the epoch), to tell a rewritten input apart.
   int64_t mtime_ns() const { return mtime_ns_; }
