@@ -31,6 +31,7 @@
 #include "client/client.h"
 #include "client/npy.h"
 #include "client/npy_file.h"
+#include "server/large_messages.h"
 
 namespace pkserve::client {
 namespace {
@@ -571,4 +572,9 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace pkserve::client
 
-int main(int argc, char** argv) { return pkserve::client::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // A batch run allocates each request's scores twice (the message, gRPC's serialized copy), up
+  // to 4 MiB each, and frees them once sent: 256 MiB of freed heap kept covers every stream's.
+  pkserve::SetUpForLargeMessages(256 << 20);
+  return pkserve::client::Main(argc, argv);
+}

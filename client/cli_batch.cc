@@ -1,6 +1,5 @@
 #include "client/cli_batch.h"
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,17 +82,6 @@ std::string Duration(double seconds) {
 }  // namespace
 
 std::span<const OptionSpec> BatchOptionSpecs() { return kBatchOptions; }
-
-// Every request of a batch run allocates its scores twice (the message, then gRPC's serialized
-// copy), up to 4 MiB each, and frees them when sent. glibc's defaults give blocks that large back
-// to the kernel (mmap, or a trimmed heap top) and fault them in again on the next request: 2.6
-// page faults a row, the CLI's largest cost (perf, 1024x1024 bfloat16, 64 rows a request). Blocks
-// up to 32 MiB come from the heap instead, and up to 256 MiB of freed heap stays for reuse: the
-// run's memory stays what its requests in flight need, whatever the input's size.
-void KeepFreedRequestMemory() {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-}
 
 int RunBatchJob(const ParsedOptions& options, const BatchJob& job) {
   const std::string target = options.get("target");
@@ -200,7 +188,6 @@ int RunBatchJob(const ParsedOptions& options, const BatchJob& job) {
   }
 
   std::unique_ptr<BatchCommand> command = job.make_command(output_pointers);
-  KeepFreedRequestMemory();
   BatchOptions batch_options;
   batch_options.streams = *streams;
   batch_options.max_in_flight = *max_in_flight;

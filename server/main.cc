@@ -1,7 +1,6 @@
 // pkserve: parses the flags, sets up logging, raises its open-files limit, starts the server, and
 // drains it on SIGINT/SIGTERM. A second signal during the drain exits at once. Exit status: 0
 // after a drain (or --help), 2 on bad usage (server/flag_usage.h), 1 when the server cannot start.
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -14,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "server/flag_usage.h"
 #include "server/flags.h"
+#include "server/large_messages.h"
 #include "server/logging.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
@@ -71,15 +70,9 @@ void RaiseOpenFilesLimit() {
 
 int main(int argc, char** argv) {
   const sigset_t signals = BlockShutdownSignals();
-  // Debian builds abseil without NDEBUG, so each absl::Mutex lock (gRPC's own included) would
-  // update a lock graph for deadlock detection: a cost on every request, not worth it in service.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // glibc gives every block over 128 KiB (a parsed request of 32 rows or more) a fresh mmap(), and
-  // returns it on free, so each large request pays its page faults again. Keep such blocks in the
-  // heap: requests are at most --max_message_bytes (64 MiB by default) and the queue bounds how
-  // many are held at once.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  // Requests are at most --max_message_bytes (64 MiB by default) and the queue bounds how many
+  // are held at once.
+  pkserve::SetUpForLargeMessages(128 << 20);
 
   pkserve::SetUpFlagsUsage();
   const std::vector<std::string> memory_flags = pkserve::TakeMemoryFlags(argc, argv);

@@ -15,7 +15,6 @@
 // requests passed --max_error_fraction (also 0 after --help); 1 when a level could not run, no
 // request of a level succeeded, an answer differed, or a level failed more requests than that;
 // 2 on bad usage (server/flag_usage.h). The last line of the output gives the verdict.
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -34,7 +33,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "client/bench/channels.h"
 #include "client/bench/echo_process.h"
 #include "client/bench/echo_server.h"
@@ -45,6 +43,7 @@
 #include "client/bench/verify.h"
 #include "pkserve/v1/pkserve.grpc.pb.h"
 #include "server/flag_usage.h"
+#include "server/large_messages.h"
 #include "server/memory_store.h"
 #include "server/version.h"
 
@@ -601,14 +600,8 @@ int Main() {
 }  // namespace pkserve::bench
 
 int main(int argc, char** argv) {
-  // Debian's abseil is built without NDEBUG, so every absl::Mutex (gRPC's too) keeps a lock graph
-  // for deadlock detection, at a cost on every lock. The bench (and its echo server) skip that.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // glibc serves blocks over 128 KiB (a large request or answer, parsed or received) with fresh
-  // mmap()s, so every large message costs page faults on first touch: on this kind of host they
-  // took half of the echo's CPU time at 1 MiB requests. Keep such blocks in the heap instead.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  // The request pool (up to 64 MiB of scores), the echo server's answers and the calls in flight.
+  pkserve::SetUpForLargeMessages(512 << 20);
   pkserve::SetUpProgramUsage({
       .name = "pkserve-bench",
       .flags_source = "client/bench/main.cc",
