@@ -80,7 +80,8 @@ absl::Status WaitForChannels(const std::vector<std::shared_ptr<grpc::Channel>>& 
     if (!channels[i]->WaitForConnected(deadline)) {
       return absl::UnavailableError(absl::StrCat("cannot connect to ", target, " (connection ",
                                                  i + 1, " of ", channels.size(), ") within ",
-                                                 absl::FormatDuration(timeout)));
+                                                 absl::FormatDuration(timeout),
+                                                 " (is pkserve running there? check --target)"));
     }
   }
   return absl::OkStatus();
