@@ -120,7 +120,19 @@ class AttackTest : public ::testing::Test {
   void SkipWithoutHaproxy() {
     if (access(kHaproxy, X_OK) != 0) GTEST_SKIP() << kHaproxy << " is not installed";
   }
+  // A CPU pkserve of one compute thread with the front before it; the front's port, or 0 (and a
+  // test failure).
+  int ServeThroughTheFront() {
+    server_ = std::make_unique<testing::ChildServer>(
+        PKSERVE_BINARY, std::vector<std::string>{"--backend=cpu", "--threads=1"});
+    if (server_->port() <= 0) {
+      ADD_FAILURE() << "pkserve did not start";
+      return 0;
+    }
+    return StartFront(server_->port(), front_);
+  }
 
+  std::unique_ptr<testing::ChildServer> server_;
   std::unique_ptr<testing::PkserveProcess> front_;
 };
 
@@ -173,9 +185,7 @@ void MetadataAttack(testing::AttackHarness& harness, const std::string& name) {
 // 1 s).
 TEST_F(AttackTest, TheFrontPassesCallsAndStreamsAtOnce) {
   SkipWithoutHaproxy();
-  testing::ChildServer server(PKSERVE_BINARY, {"--backend=cpu", "--threads=1"});
-  ASSERT_GT(server.port(), 0);
-  const int port = StartFront(server.port(), front_);
+  const int port = ServeThroughTheFront();
   ASSERT_GT(port, 0);
   auto stub = v1::SparseMemory::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
@@ -236,9 +246,7 @@ bool AnsweredFrom(int port, const std::string& authority, const char* source,
 // `timeout http-keep-alive`).
 TEST_F(AttackTest, TheFrontKeepsAnIdleConnectionBetweenCalls) {
   SkipWithoutHaproxy();
-  testing::ChildServer server(PKSERVE_BINARY, {"--backend=cpu", "--threads=1"});
-  ASSERT_GT(server.port(), 0);
-  const int port = StartFront(server.port(), front_);
+  const int port = ServeThroughTheFront();
   ASSERT_GT(port, 0);
   std::vector<std::unique_ptr<h2::Connection>> held;
   ASSERT_TRUE(AnsweredFrom(port, absl::StrCat("127.0.0.1:", port), "127.0.0.1", held));
@@ -252,10 +260,8 @@ TEST_F(AttackTest, TheFrontKeepsAnIdleConnectionBetweenCalls) {
 // closes one of its own.
 TEST_F(AttackTest, OneAddressPastItsShareOfConnectionsIsRefusedWhileOthersAreServed) {
   SkipWithoutHaproxy();
-  testing::ChildServer server(PKSERVE_BINARY, {"--backend=cpu", "--threads=1"});
-  ASSERT_GT(server.port(), 0);
   setenv("PKFRONT_MAX_CONNECTIONS_PER_CLIENT", "8", 1);
-  const int port = StartFront(server.port(), front_);
+  const int port = ServeThroughTheFront();
   unsetenv("PKFRONT_MAX_CONNECTIONS_PER_CLIENT");
   ASSERT_GT(port, 0);
   absl::SleepFor(absl::Milliseconds(200));  // StartFront's probe connection has closed
