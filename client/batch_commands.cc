@@ -92,18 +92,17 @@ class LookupStream final : public BatchStream {
       : spec_(spec), session_(client.OpenLookupStream()) {}
 
   void Prepare(const BatchChunk& chunk) override {
-    v1::LookupRequest& request = request_;
-    request.set_memory(spec_.memory);
-    request.set_k(spec_.k);
-    request.set_dtype(spec_.dtype);
-    request.set_rows(chunk.rows);
-    request.set_heads(spec_.heads);
+    request_.set_memory(spec_.memory);
+    request_.set_k(spec_.k);
+    request_.set_dtype(spec_.dtype);
+    request_.set_rows(chunk.rows);
+    request_.set_heads(spec_.heads);
     const std::span<const std::byte> scores =
         spec_.scores.subspan(chunk.first_row * spec_.row_bytes, chunk.rows * spec_.row_bytes);
-    request.set_scores(reinterpret_cast<const char*>(scores.data()), scores.size());
-    request.set_output_dtype(spec_.output_dtype);
-    request.set_return_slots(spec_.slots != nullptr || spec_.weights != nullptr);
-    request.set_request_id(RowRange(chunk));
+    request_.set_scores(reinterpret_cast<const char*>(scores.data()), scores.size());
+    request_.set_output_dtype(spec_.output_dtype);
+    request_.set_return_slots(spec_.slots != nullptr || spec_.weights != nullptr);
+    request_.set_request_id(RowRange(chunk));
     spec_.input->DoneReading(scores);
   }
   bool Send() override { return session_->Send(request_); }

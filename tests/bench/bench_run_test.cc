@@ -4,11 +4,8 @@
 // with its workload), the exit past --max_error_fraction and the verdict line, that --verify
 // passes against pkserve and fails against the echo, that open-loop mode keeps its rate when the
 // server is slow, --help, and usage errors.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -419,15 +416,9 @@ TEST(BenchRun, HelpExitsZeroAndNamesTheFlagsFileAsTheRepositoryDoes) {
 // No server at the target: exit 1 (the run could not run), and the last line says where it
 // looked and what to check, not only gRPC's text.
 TEST(BenchRun, NoServerAtTheTargetExitsOneWithAHintToCheckIt) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof address;
-  ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size), 0);
-  close(fd);  // bound and closed: nothing listens there
-  const std::string target = absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
+  const int port = testing::FreeLoopbackPort();  // nothing listens there
+  ASSERT_GT(port, 0);
+  const std::string target = absl::StrCat("127.0.0.1:", port);
   const BenchRun run = RunBench(absl::StrCat("--target=", target, " --duration=1 --concurrency=1"));
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_TRUE(absl::StrContains(run.output, "cannot connect to " + target)) << run.output;

@@ -117,14 +117,15 @@ int ConnectLoopback(int port, const char* source = nullptr) {
   if (source != nullptr) {
     sockaddr_in local{};
     local.sin_family = AF_INET;
-    const int bound = inet_pton(AF_INET, source, &local.sin_addr) != 1
-                          ? EINVAL
-                          : (bind(fd, reinterpret_cast<const sockaddr*>(&local), sizeof local) == 0
-                                 ? 0
-                                 : errno);
-    if (bound != 0) {
+    int error = 0;
+    if (inet_pton(AF_INET, source, &local.sin_addr) != 1) {
+      error = EINVAL;
+    } else if (bind(fd, reinterpret_cast<const sockaddr*>(&local), sizeof local) != 0) {
+      error = errno;
+    }
+    if (error != 0) {
       close(fd);
-      errno = bound;
+      errno = error;
       return -1;
     }
   }

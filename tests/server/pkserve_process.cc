@@ -1,9 +1,12 @@
 #include "tests/server/pkserve_process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -175,6 +178,21 @@ ChildServer::ChildServer(const std::string& binary, const std::vector<std::strin
   if (!WaitServing(absl::Seconds(20), /*metrics=*/false)) {
     ADD_FAILURE() << "pkserve did not start; its log:\n" << log();
   }
+}
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof address;
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
+    close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(address.sin_port);
 }
 
 }  // namespace pkserve::testing

@@ -82,6 +82,9 @@ struct CommandRun {
 // Runs `command` through the shell, its stderr joined to its stdout, and waits for it.
 CommandRun RunCommand(const std::string& command);
 
+// A free loopback port (bound, read back and closed: free again unless taken in between), or 0.
+int FreeLoopbackPort();
+
 // The integer right after the first `prefix` in `text`, or -1.
 int64_t NumberAfter(const std::string& text, const std::string& prefix);
 
