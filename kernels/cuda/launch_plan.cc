@@ -202,13 +202,20 @@ Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceL
   const bool small_fits = blocks_by_shared(row_per_warp_shared) >= small_blocks;
   const bool small = p.small_segment > 0 && !block_per_row && Use(paths.small_kernel, small_fits);
   // The streamed kernel: bfloat16 factors through SelectFactor, a warp per row, where its room of
-  // one chunk a warp (prefetch on) leaves as many blocks resident as the default kernel has.
+  // one chunk a warp (prefetch on) leaves as many blocks resident as the default kernel has
+  // (1024x1024 k=64 +15.5 % on the H200; k=128 and k=256 would lose their fourth block, and ran
+  // 5.5 % and 9.9 % slower with three). For k <= 32 it also beats the high-occupancy kernel's six
+  // blocks with its four where every factor is one chunk wide (1024x1024 k=32 +20 %, k=16 +24 %,
+  // k=4 +26 %, 512x512 k=32 +13.5 %, 128x128x128 k=32 +11 %), not on wider factors, whose later
+  // chunks it does not prefetch (4096x4096 k=32 -2.9 %).
+  const bool one_chunk = std::all_of(p.width, p.width + problem.factors,
+                                     [](uint32_t w) { return w <= uint32_t{kChunkElements}; });
   const size_t stream_shared =
       row_per_warp_shared + kWarpsPerBlock * size_t{Bf16Layout::kStagingBytes};
   const bool stream_fits = blocks_by_shared(stream_shared) >= Bf16Layout::kMinBlocks;
   const bool streamed = problem.dtype == DType::kBFloat16 && !block_per_row &&
                       p.small_segment == 0 && !p.paired_factors &&
-                      Use(paths.stream_kernel, problem.k > 32 && stream_fits);
+                      Use(paths.stream_kernel, stream_fits && (problem.k > 32 || one_chunk));
   const KernelVariant variant = Use(paths.latency_kernel, block_per_row)     ? kLatencyKernel
                                 : p.paired_factors && !block_per_row         ? kPairedKernel
                                 : small                                      ? kSmallKernel

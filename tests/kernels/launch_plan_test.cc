@@ -106,20 +106,34 @@ TEST(LaunchPlan, WidthsUpTo64TakeTheSmallFactorKernelWhereSharedMemoryLetsItsBlo
   EXPECT_EQ(crowded.variant, kDefaultKernel);
 }
 
-TEST(LaunchPlan, WideBfloat16FactorsWithKAbove32TakeTheStreamedKernel) {
-  const LaunchPlan plan = Plan(Shape({1024, 1024}, 64, DType::kBFloat16), kManyRows);
-  EXPECT_EQ(plan.variant, kStreamKernel);
-  EXPECT_EQ(plan.params.prefetch_bytes, uint32_t{Bf16Layout::kStagingBytes});
-  EXPECT_EQ(plan.params.narrow_maxima, 1);
-  EXPECT_EQ(plan.params.warps_per_row, 1);
-  EXPECT_EQ(plan.threads, 32u * kWarpsPerBlock);
-  EXPECT_EQ(plan.shared_bytes,
-            plan.params.table_bytes +
-                size_t{kWarpsPerBlock} * (plan.params.warp_bytes + plan.params.prefetch_bytes));
+TEST(LaunchPlan, WideBfloat16FactorsTakeTheStreamedKernelWhereItsRoomCostsNoBlock) {
+  for (const uint32_t k : {1u, 4u, 32u, 64u}) {
+    const LaunchPlan plan = Plan(Shape({1024, 1024}, k, DType::kBFloat16), kManyRows);
+    EXPECT_EQ(plan.variant, kStreamKernel) << "k=" << k;
+    EXPECT_EQ(plan.params.prefetch_bytes, uint32_t{Bf16Layout::kStagingBytes});
+    EXPECT_EQ(plan.params.narrow_maxima, 1);
+    EXPECT_EQ(plan.params.warps_per_row, 1);
+    EXPECT_EQ(plan.threads, 32u * kWarpsPerBlock);
+    EXPECT_EQ(plan.shared_bytes,
+              plan.params.table_bytes +
+                  size_t{kWarpsPerBlock} * (plan.params.warp_bytes + plan.params.prefetch_bytes));
+    EXPECT_EQ(plan.blocks, size_t{Bf16Layout::kMinBlocks} * 132) << "k=" << k;
+  }
+  EXPECT_EQ(Plan(Shape({4096, 4096}, 64, DType::kBFloat16), kManyRows).variant, kStreamKernel);
+  // k=128 and k=256: a fourth block's shared memory would not be left for the room.
+  EXPECT_EQ(Plan(Shape({1024, 1024}, 128, DType::kBFloat16), kManyRows).variant, kDefaultKernel);
+  EXPECT_EQ(Plan(Shape({1024, 1024}, 256, DType::kBFloat16), kManyRows).variant, kDefaultKernel);
+  // k <= 32 on factors wider than a chunk: the high-occupancy kernel's six blocks.
+  EXPECT_EQ(Plan(Shape({4096, 4096}, 32, DType::kBFloat16), kManyRows).variant,
+            kHighOccupancyKernel);
+  EXPECT_EQ(Plan(Shape({1024, 1025}, 16, DType::kBFloat16), kManyRows).variant,
+            kHighOccupancyKernel);
 }
 
 TEST(LaunchPlan, ShortListsTakeTheHighOccupancyKernelAndTheRestTheDefault) {
-  EXPECT_EQ(Plan(Shape({1024, 1024}, 32, DType::kBFloat16), kManyRows).variant,
+  KernelPaths no_stream;
+  no_stream.stream_kernel = Choice::kOff;
+  EXPECT_EQ(Plan(Shape({1024, 1024}, 32, DType::kBFloat16), kManyRows, no_stream).variant,
             kHighOccupancyKernel);
   EXPECT_EQ(Plan(Shape({1024, 1024}, 32, DType::kFloat32), kManyRows).variant,
             kHighOccupancyKernel);

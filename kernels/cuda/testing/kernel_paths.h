@@ -40,7 +40,8 @@ struct KernelPaths {
                                           // the streamed kernel: the next factor's first chunk
   Choice stream_kernel = Choice::kAuto;   // bfloat16 factors through staging chunks, a warp per
                                           // row: a kernel of its own that prefetches (by default
-                                          // where k > 32 and its room costs no resident block)
+                                          // where its room costs no resident block; for k <= 32
+                                          // only where every factor is one chunk wide)
   Choice narrow_maxima = Choice::kAuto;   // in the streamed kernel: the maxima bisection starts
                                           // from the lanes' j-th maxima and stops early
 };

@@ -214,6 +214,14 @@ int main(int argc, char** argv) {
       {{32, 32, 32, 32}, 32, pk::DType::kFloat32, 0},
       {{64, 64, 64}, 32, pk::DType::kBFloat16, 0},
       {{8, 8, 8, 8}, 16, pk::DType::kFloat32, 0},
+      // Wide bfloat16 factors with short lists (k <= 32): the streamed kernel where every factor
+      // is one chunk wide, the high-occupancy kernel beyond (4096, 65535).
+      {{1024, 1024}, 16, pk::DType::kBFloat16, 0},
+      {{1024, 1024}, 4, pk::DType::kBFloat16, 0},
+      {{4096, 4096}, 32, pk::DType::kBFloat16, 0},
+      {{512, 512}, 32, pk::DType::kBFloat16, 0},
+      {{128, 128, 128}, 32, pk::DType::kBFloat16, 0},
+      {{65535, 65535}, 32, pk::DType::kBFloat16, 0},
   };
   const std::vector<Config>& configs = extra ? extra_configs : issue_configs;
   const size_t batch_bytes = quick ? (size_t{64} << 20) : (size_t{512} << 20);
