@@ -8,11 +8,12 @@
 // Then the latency table of 1024x1024 bf16 k=64: kernel time, and pinned copy-in + kernel +
 // copy-out time, for batches of 1 to 65 536 rows (a short spin kernel ahead of each timed region
 // keeps host enqueueing out of the GPU times). With --variants, each configuration is also timed
-// with each of the kernel's alternative paths (testing/kernel_paths.h's KernelPaths) turned off in turn, to
-// choose the defaults by measurement (--part NAME: that part alone). --extra times other shapes
-// instead (two factors of width <= 256 at other k and widths, and shapes whose widths are all
-// <= 64; no reference, no latency table); --latency times the latency table alone. Prints a table
-// and one JSON line per result.
+// with each of the kernel's alternative paths (testing/kernel_paths.h's KernelPaths) turned off and
+// on in turn, to choose the defaults by measurement (--part NAME: that part alone), and the
+// latency table is repeated with a block per row off and with the latency kernel off. --extra
+// times other shapes instead (two factors of width <= 256 at other k and widths, shapes whose
+// widths are all <= 64, wide factors with k <= 32; no reference, no latency table); --latency
+// times the latency table alone. Prints a table and one JSON line per result.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -343,54 +344,70 @@ int main(int argc, char** argv) {
   void* const slots = slots_buffer.data();
   const cudaStream_t stream = stream_owner.get();
   CUDA_OK(cudaMemcpy(host_in, inputs.buffers[0].data(), in_bytes, cudaMemcpyDeviceToHost));
-  std::printf("\nlatency, %s\n%10s %14s %22s %12s\n", "1024x1024 k=64 bf16", "rows", "kernel us",
-              "copy+kernel+copy us", "Mrows/s");
   const int latency_repeats = std::max(repeats, 31);
-  for (size_t rows : batch_rows) {
-    std::vector<float> kernel_ms, round_ms;
-    size_t cursor = 0;
-    for (int r = 0; r < latency_repeats + 5; ++r) {
-      cursor = (cursor + rows) % (pool_rows - rows + 1);
-      const std::byte* input = inputs.buffers[0].data() + cursor * problem.row_bytes();
-      Spin<<<1, 1, 0, stream>>>(100000);
-      CUDA_OK(cudaEventRecord(start, stream));
-      CUDA_OK(launcher.Launch(problem, input, rows, values, static_cast<uint32_t*>(slots), stream));
-      CUDA_OK(cudaEventRecord(stop, stream));
-      CUDA_OK(cudaEventSynchronize(stop));
-      float ms = 0;
-      CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
-      if (r >= 5) kernel_ms.push_back(ms);
-      Spin<<<1, 1, 0, stream>>>(100000);
-      CUDA_OK(cudaEventRecord(start, stream));
-      CUDA_OK(cudaMemcpyAsync(device_in, host_in, rows * problem.row_bytes(), cudaMemcpyHostToDevice, stream));
-      CUDA_OK(launcher.Launch(problem, device_in, rows, values, static_cast<uint32_t*>(slots), stream));
-      CUDA_OK(cudaMemcpyAsync(host_values, values, rows * problem.out_value_bytes(), cudaMemcpyDeviceToHost, stream));
-      CUDA_OK(cudaMemcpyAsync(host_slots, slots, rows * size_t{problem.kk()} * 4, cudaMemcpyDeviceToHost, stream));
-      CUDA_OK(cudaEventRecord(stop, stream));
-      CUDA_OK(cudaEventSynchronize(stop));
-      CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
-      if (r >= 5) round_ms.push_back(ms);
+  // The table for the default paths; with --variants also with the small-batch paths off (a block
+  // per row, the latency kernel), each launch as the default's.
+  using Choice = pk::cuda::KernelPaths::Choice;
+  std::vector<std::pair<std::string, pk::cuda::KernelPaths>> tables = {{"", {}}};
+  if (variants) {
+    pk::cuda::KernelPaths no_block_per_row;
+    no_block_per_row.block_per_row = Choice::kOff;
+    pk::cuda::KernelPaths no_latency_kernel;
+    no_latency_kernel.latency_kernel = Choice::kOff;
+    tables.push_back({"block_per_row off", no_block_per_row});
+    tables.push_back({"latency off", no_latency_kernel});
+  }
+  for (const auto& [label, paths] : tables) {
+    std::printf("\nlatency, 1024x1024 k=64 bf16%s%s\n%10s %14s %22s %12s\n", label.empty() ? "" : ", ",
+                label.c_str(), "rows", "kernel us", "copy+kernel+copy us", "Mrows/s");
+    for (size_t rows : batch_rows) {
+      std::vector<float> kernel_ms, round_ms;
+      size_t cursor = 0;
+      for (int r = 0; r < latency_repeats + 5; ++r) {
+        cursor = (cursor + rows) % (pool_rows - rows + 1);
+        const std::byte* input = inputs.buffers[0].data() + cursor * problem.row_bytes();
+        Spin<<<1, 1, 0, stream>>>(100000);
+        CUDA_OK(cudaEventRecord(start, stream));
+        CUDA_OK(pk::cuda::LaunchWithPaths(launcher, problem, input, rows, values,
+                                          static_cast<uint32_t*>(slots), stream, paths));
+        CUDA_OK(cudaEventRecord(stop, stream));
+        CUDA_OK(cudaEventSynchronize(stop));
+        float ms = 0;
+        CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+        if (r >= 5) kernel_ms.push_back(ms);
+        Spin<<<1, 1, 0, stream>>>(100000);
+        CUDA_OK(cudaEventRecord(start, stream));
+        CUDA_OK(cudaMemcpyAsync(device_in, host_in, rows * problem.row_bytes(), cudaMemcpyHostToDevice, stream));
+        CUDA_OK(pk::cuda::LaunchWithPaths(launcher, problem, device_in, rows, values,
+                                          static_cast<uint32_t*>(slots), stream, paths));
+        CUDA_OK(cudaMemcpyAsync(host_values, values, rows * problem.out_value_bytes(), cudaMemcpyDeviceToHost, stream));
+        CUDA_OK(cudaMemcpyAsync(host_slots, slots, rows * size_t{problem.kk()} * 4, cudaMemcpyDeviceToHost, stream));
+        CUDA_OK(cudaEventRecord(stop, stream));
+        CUDA_OK(cudaEventSynchronize(stop));
+        CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+        if (r >= 5) round_ms.push_back(ms);
+      }
+      CUDA_OK(cudaGetLastError());
+  #if defined(PK_PHASE_TIMING)
+      {
+        uint64_t cycles[8];
+        CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
+        CUDA_OK(launcher.Launch(problem, inputs.buffers[0].data(), rows, values, static_cast<uint32_t*>(slots), stream));
+        CUDA_OK(cudaStreamSynchronize(stream));
+        CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
+        std::printf("   %zu rows, warp cycles a row: factors %.0f stages %.0f %.0f %.0f running %.0f slot sort %.0f output %.0f wait %.0f\n",
+                    rows, double(cycles[0]) / rows, double(cycles[1]) / rows, double(cycles[2]) / rows,
+                    double(cycles[3]) / rows, double(cycles[4]) / rows, double(cycles[5]) / rows,
+                    double(cycles[6]) / rows, double(cycles[7]) / rows);
+      }
+  #endif
+      const double kernel_us = Median(kernel_ms) * 1e3;
+      const double round_us = Median(round_ms) * 1e3;
+      std::printf("%10zu %14.1f %22.1f %12.1f\n", rows, kernel_us, round_us, rows / kernel_us);
+      std::printf("{\"bench\":\"latency\",\"config\":\"1024x1024 k=64 bf16\",\"paths\":\"%s\","
+                  "\"rows\":%zu,\"kernel_us\":%.2f,\"copy_kernel_copy_us\":%.2f}\n",
+                  label.empty() ? "default" : label.c_str(), rows, kernel_us, round_us);
     }
-    CUDA_OK(cudaGetLastError());
-#if defined(PK_PHASE_TIMING)
-    {
-      uint64_t cycles[8];
-      CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
-      CUDA_OK(launcher.Launch(problem, inputs.buffers[0].data(), rows, values, static_cast<uint32_t*>(slots), stream));
-      CUDA_OK(cudaStreamSynchronize(stream));
-      CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
-      std::printf("   %zu rows, warp cycles a row: factors %.0f stages %.0f %.0f %.0f running %.0f slot sort %.0f output %.0f wait %.0f\n",
-                  rows, double(cycles[0]) / rows, double(cycles[1]) / rows, double(cycles[2]) / rows,
-                  double(cycles[3]) / rows, double(cycles[4]) / rows, double(cycles[5]) / rows,
-                  double(cycles[6]) / rows, double(cycles[7]) / rows);
-    }
-#endif
-    const double kernel_us = Median(kernel_ms) * 1e3;
-    const double round_us = Median(round_ms) * 1e3;
-    std::printf("%10zu %14.1f %22.1f %12.1f\n", rows, kernel_us, round_us, rows / kernel_us);
-    std::printf("{\"bench\":\"latency\",\"config\":\"1024x1024 k=64 bf16\",\"rows\":%zu,"
-                "\"kernel_us\":%.2f,\"copy_kernel_copy_us\":%.2f}\n",
-                rows, kernel_us, round_us);
   }
   {
     std::vector<float> empty_ms;
