@@ -116,7 +116,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
 
 // The small-factor kernel (p.small_segment > 0, a warp per row): the default kernel's row without
 // SelectFactor and the paired path, so that ptxas allocates registers for the small path alone and
-// more warps fit on a multiprocessor (kMinBlocks blocks of 4 warps; T::kSmallBlocks).
+// more warps fit on a multiprocessor (kMinBlocks blocks of 4 warps; T::kSmallBlocks); for float32
+// also without LeanStage (PairAndWrite's kLean).
 template <class T, int kMinBlocks>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
     TopKSmallKernel(const __grid_constant__ KernelParams p) {
@@ -137,7 +138,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
     const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
     RankSmallFactorsOf<T>(p, m, scores);
     clock.Mark(kPhaseFactors);
-    PairAndWrite<T>(p, m, table, scores, row, clock);
+    PairAndWrite<T, false, (T::kElementBytes == 2)>(p, m, table, scores, row, clock);
   }
   clock.Flush();
 }
