@@ -45,7 +45,10 @@ namespace {
 // streamed kernel (kStreamed, bfloat16, a warp per row) the default kernel whose factors prefetch
 // the next factor's first chunk (RankFactorsStreamed): instances of their own, so that neither
 // path's code changes the other instances' machine code.
-template <class T, int kMinBlocks, bool kLatency, bool kPaired = false, bool kStreamed = false>
+// kLean = false: PairAndWrite without LeanStage (the float32 small-factor and high-occupancy
+// instances).
+template <class T, int kMinBlocks, bool kLatency, bool kPaired = false, bool kStreamed = false,
+          bool kLean = true>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
     TopKKernel(const __grid_constant__ KernelParams p) {
   uint8_t* shared = DynamicShared();
@@ -105,7 +108,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
       __syncthreads();
       clock.Mark(kPhaseWait);
     }
-    if (!block_per_row || warp == 0) PairAndWrite<T, kLatency>(p, m, table, scores, row, clock);
+    if (!block_per_row || warp == 0) PairAndWrite<T, kLatency, kLean>(p, m, table, scores, row, clock);
     if (block_per_row) {
       __syncthreads();
       clock.Mark(kPhaseWait);
@@ -154,7 +157,8 @@ KernelFunction KernelOf(KernelVariant variant) {
     if (variant == kStreamKernel) return &TopKKernel<T, T::kMinBlocks, false, false, true>;
   }
   if (variant == kSmallKernel) return &TopKSmallKernel<T, T::kSmallBlocks>;
-  return variant == kHighOccupancyKernel ? &TopKKernel<T, T::kMoreBlocks, false>
+  constexpr bool kLean = T::kElementBytes == 2;  // float32 stages are never lean by default
+  return variant == kHighOccupancyKernel ? &TopKKernel<T, T::kMoreBlocks, false, false, false, kLean>
          : variant == kLatencyKernel     ? &TopKKernel<T, 1, true>
                                          : &TopKKernel<T, T::kMinBlocks, false>;
 }

@@ -223,6 +223,10 @@ int main(int argc, char** argv) {
       {{512, 512}, 32, pk::DType::kBFloat16, 0},
       {{128, 128, 128}, 32, pk::DType::kBFloat16, 0},
       {{65535, 65535}, 32, pk::DType::kBFloat16, 0},
+      // Float32 with short lists: the high-occupancy kernel.
+      {{1024, 1024}, 32, pk::DType::kFloat32, 0},
+      {{1024, 1024}, 8, pk::DType::kFloat32, 0},
+      {{128, 128, 128}, 32, pk::DType::kFloat32, 0},
   };
   const std::vector<Config>& configs = extra ? extra_configs : issue_configs;
   const size_t batch_bytes = quick ? (size_t{64} << 20) : (size_t{512} << 20);
