@@ -229,11 +229,12 @@ run_cli() {
   fi
 }
 
-# free_port: a port on 127.0.0.1 that nothing listens on (a connect is refused).
+# free_port: a port on 127.0.0.1 that nothing listens on (a connect is refused), below the
+# kernel's ephemeral range (32768 and up), where the other tests' servers and clients get theirs.
 free_port() {
   local port
   for _ in $(seq 1 100); do
-    port=$((20000 + RANDOM % 30000))
+    port=$((20000 + RANDOM % 12000))
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return 0; }
   done
   return 1
@@ -241,7 +242,9 @@ free_port() {
 
 # start_front WHAT BACKEND WORD...: runs the command WORD... (haproxy and its arguments) with
 # PKFRONT_BIND on a free 127.0.0.1 port and PKSERVE_ADDR=BACKEND, and waits until it accepts
-# connections; front_port is its port. False (with a FAIL) when it does not start.
+# connections; front_port is its port. A port that another process took between free_port's
+# check and haproxy's bind ("Address already in use") is tried again with another, at most five
+# times. False (with a FAIL) when it does not start.
 front_port=""
 start_front() {
   local what=$1 backend=$2
@@ -251,13 +254,18 @@ start_front() {
     return 1
   fi
   shift
-  front_port=$(free_port)
-  PKFRONT_BIND=127.0.0.1:$front_port PKSERVE_ADDR=$backend "$haproxy" "$@" >"$work/front.log" 2>&1 &
-  front_pid=$!
-  for _ in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$front_port") 2>/dev/null && break
-    kill -0 "$front_pid" 2>/dev/null || break
-    sleep 0.05
+  for _ in 1 2 3 4 5; do
+    front_port=$(free_port)
+    PKFRONT_BIND=127.0.0.1:$front_port PKSERVE_ADDR=$backend "$haproxy" "$@" >"$work/front.log" 2>&1 &
+    front_pid=$!
+    for _ in $(seq 1 200); do
+      (exec 3<>"/dev/tcp/127.0.0.1/$front_port") 2>/dev/null && break
+      kill -0 "$front_pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    kill -0 "$front_pid" 2>/dev/null && break
+    grep -q 'Address already in use' "$work/front.log" || break
+    stop_front
   done
   if ! kill -0 "$front_pid" 2>/dev/null \
     || ! (exec 3<>"/dev/tcp/127.0.0.1/$front_port") 2>/dev/null; then

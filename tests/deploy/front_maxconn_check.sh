@@ -75,7 +75,7 @@ fi
 
 front_port=""
 for _ in $(seq 1 20); do
-  port=$((20000 + RANDOM % 30000))
+  port=$((20000 + RANDOM % 12000))  # below the kernel's ephemeral range (32768 and up)
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
   # One client address holds all the connections here: its share is set to the whole budget.
   PKFRONT_BIND=127.0.0.1:$port PKSERVE_ADDR=127.0.0.1:$pkserve_port \
