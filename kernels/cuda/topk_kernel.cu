@@ -47,6 +47,9 @@ namespace {
 // path's code changes the other instances' machine code.
 // kLean = false: PairAndWrite without LeanStage (the float32 small-factor and high-occupancy
 // instances).
+template <class T>
+inline constexpr bool kLeanStages = T::kElementBytes == 2;  // float32 stages are never lean by default
+
 template <class T, int kMinBlocks, bool kLatency, bool kPaired = false, bool kStreamed = false,
           bool kLean = true>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
@@ -141,7 +144,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
     const uint8_t* scores = p.scores + row * p.row_elements * kBytes;
     RankSmallFactorsOf<T>(p, m, scores);
     clock.Mark(kPhaseFactors);
-    PairAndWrite<T, false, (T::kElementBytes == 2)>(p, m, table, scores, row, clock);
+    PairAndWrite<T, false, kLeanStages<T>>(p, m, table, scores, row, clock);
   }
   clock.Flush();
 }
@@ -157,8 +160,7 @@ KernelFunction KernelOf(KernelVariant variant) {
     if (variant == kStreamKernel) return &TopKKernel<T, T::kMinBlocks, false, false, true>;
   }
   if (variant == kSmallKernel) return &TopKSmallKernel<T, T::kSmallBlocks>;
-  constexpr bool kLean = T::kElementBytes == 2;  // float32 stages are never lean by default
-  return variant == kHighOccupancyKernel ? &TopKKernel<T, T::kMoreBlocks, false, false, false, kLean>
+  return variant == kHighOccupancyKernel ? &TopKKernel<T, T::kMoreBlocks, false, false, false, kLeanStages<T>>
          : variant == kLatencyKernel     ? &TopKKernel<T, 1, true>
                                          : &TopKKernel<T, T::kMinBlocks, false>;
 }

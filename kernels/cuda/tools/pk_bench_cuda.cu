@@ -392,11 +392,12 @@ int main(int argc, char** argv) {
         if (r >= 5) round_ms.push_back(ms);
       }
       CUDA_OK(cudaGetLastError());
-  #if defined(PK_PHASE_TIMING)
+#if defined(PK_PHASE_TIMING)
       {
         uint64_t cycles[8];
         CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
-        CUDA_OK(launcher.Launch(problem, inputs.buffers[0].data(), rows, values, static_cast<uint32_t*>(slots), stream));
+        CUDA_OK(pk::cuda::LaunchWithPaths(launcher, problem, inputs.buffers[0].data(), rows, values,
+                                          static_cast<uint32_t*>(slots), stream, paths));
         CUDA_OK(cudaStreamSynchronize(stream));
         CUDA_OK(pk::cuda::ReadPhaseCycles(cycles, true));
         std::printf("   %zu rows, warp cycles a row: factors %.0f stages %.0f %.0f %.0f running %.0f slot sort %.0f output %.0f wait %.0f\n",
@@ -404,7 +405,7 @@ int main(int argc, char** argv) {
                     double(cycles[3]) / rows, double(cycles[4]) / rows, double(cycles[5]) / rows,
                     double(cycles[6]) / rows, double(cycles[7]) / rows);
       }
-  #endif
+#endif
       const double kernel_us = Median(kernel_ms) * 1e3;
       const double round_us = Median(round_ms) * 1e3;
       std::printf("%10zu %14.1f %22.1f %12.1f\n", rows, kernel_us, round_us, rows / kernel_us);
