@@ -161,6 +161,7 @@ __device__ __noinline__ bool RankPairedFactors(const KernelParams& p, float* lis
 #pragma unroll
   for (int f = 0; f < 2; ++f) {
     const uint32_t* region = buffer + f * segment;
+#pragma unroll 1
     for (int r = lane; r < p.list_size[f]; r += 32) {
       const uint32_t key = region[r];
       list_value[f * cap + r] = T::KeyValue(key);

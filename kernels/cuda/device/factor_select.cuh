@@ -291,6 +291,7 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
     start += length;
   }
   TopSorted<T>(m, count, kf);
+#pragma unroll 1
   for (int r = lane; r < kf; r += 32) {
     const Key key = m.buffer[r];
     list_value[r] = T::KeyValue(key);

@@ -26,8 +26,18 @@ __device__ __noinline__ void RankSmallFactors(const KernelParams& p, float* list
   const int shift = p.small_segment_bits;
   const int segment_mask = p.small_segment - 1;
   // Factor f's fields by selects, not by indexing the parameters with a lane-dependent f (which
-  // would copy them to local memory).
-  auto pick = [&](const auto& field, int f) {
+  // would copy them to local memory), from registers: out of line, p is generic memory, where
+  // every read is a load, so each field is read once.
+  uint32_t width[kMaxFactors];
+  uint32_t offset[kMaxFactors];
+  int list_size[kMaxFactors];
+#pragma unroll
+  for (int g = 0; g < kMaxFactors; ++g) {
+    width[g] = p.width[g];
+    offset[g] = p.offset[g];
+    list_size[g] = p.list_size[g];
+  }
+  auto pick = [](const auto& field, int f) {
     auto value = field[0];
 #pragma unroll
     for (int g = 1; g < kMaxFactors; ++g) value = f == g ? field[g] : value;
@@ -39,8 +49,8 @@ __device__ __noinline__ void RankSmallFactors(const KernelParams& p, float* list
     const int x = lane * E + e;
     const int f = x >> shift;
     const int c = x & segment_mask;
-    keys[e] = f < p.factors && c < static_cast<int>(pick(p.width, f))
-                  ? T::Composite(scores + size_t{pick(p.offset, f) + static_cast<uint32_t>(c)} * T::kElementBytes,
+    keys[e] = f < p.factors && c < static_cast<int>(pick(width, f))
+                  ? T::Composite(scores + size_t{pick(offset, f) + static_cast<uint32_t>(c)} * T::kElementBytes,
                                  static_cast<uint32_t>(c))
                   : Key{0};
   }
@@ -51,7 +61,7 @@ __device__ __noinline__ void RankSmallFactors(const KernelParams& p, float* list
     const int x = lane * E + e;
     const int f = x >> shift;
     const int r = x & segment_mask;
-    if (f < p.factors && r < pick(p.list_size, f)) {
+    if (f < p.factors && r < pick(list_size, f)) {
       list_value[f * cap + r] = T::KeyValue(keys[e]);
       list_column[f * cap + r] = T::KeyColumn(keys[e]);
     }

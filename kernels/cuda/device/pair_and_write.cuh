@@ -2,6 +2,7 @@
 // between them, then the final pairs sorted by slot and written as values and slots (SPEC.md's
 // output: kk pairs in slot order). Values are recomputed from the lists' values, and only a -inf
 // there (a NaN or -inf score) sends one back to the raw element.
+// Its loops over kept pairs are not unrolled (stages.cuh says why).
 #pragma once
 
 #include <cstdint>
@@ -62,6 +63,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
       float* next_value = m.running_value + next * cap;
       uint32_t* next_slot = m.running_slot + next * cap;
       uint32_t* next_ranks = m.running_ranks + next * cap;
+#pragma unroll 1
       for (int r = lane; r < kept; r += 32) {
         const uint32_t code = codes[r];
         const int i = CodeRow(code);
@@ -79,6 +81,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
     } else {
       // Final slots, ascending: sort ~(slot << index_bits | r) descending (32 bits) with the ranks
       // aside, or (~slot << 32 | ranks) where slots are too wide for that.
+#pragma unroll 1
       for (int r = lane; r < kept; r += 32) {
         const uint32_t code = codes[r];
         const int i = CodeRow(code);
@@ -104,6 +107,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
   uint8_t* values = p.values + row * p.kk * kBytes;
   uint32_t* slots = p.slots + row * p.kk;
   const uint32_t index_mask = (1u << index_bits) - 1u;
+#pragma unroll 1
   for (int r = lane; r < kk; r += 32) {
     uint32_t slot;
     uint32_t ranks;

@@ -3,6 +3,10 @@
 // table's staircase; a lower bound from its corners admits about 1.3 kept of them; LeanStage ranks
 // those by one sort, CutStage by a score-key cut and a ranking of the ties, and StageByCounting
 // handles rows of ties too many for the shared-memory room. Post: the kept pair codes in m.scores.
+// Loops over survivors, kept pairs or list entries (`for (r = lane; r < n; r += 32)`, mostly one
+// or two passes) carry `#pragma unroll 1`, here and in the factor and output phases: unrolled by
+// four, each had a trip-count prologue and remainder branches, and every kernel more registers
+// (NOTES.md, v18).
 #pragma once
 
 #include <cstdint>
@@ -18,10 +22,19 @@ namespace {
 __device__ __forceinline__ int CodeRow(uint32_t code) { return static_cast<int>(code >> 8); }
 __device__ __forceinline__ int CodeColumn(uint32_t code) { return static_cast<int>(code & 255u); }
 
+// OrderedKey(s) of a stage score s, in three instructions where OrderedKey takes six. A score is
+// the sum of two list values, which are never NaN but may be NaN's stand-in -inf, and a running
+// value may be a rounded NaN sum; so a NaN score is the quiet NaN of an addition, and fmaxf maps
+// it to -inf, whose key OrderedKey gives NaN.
+__device__ __forceinline__ uint32_t ScoreKey(float s) {
+  const uint32_t bits = __float_as_uint(fmaxf(s, -INFINITY));
+  return bits ^ (static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) | 0x80000000u);
+}
+
 // The score key of stage candidate `code`.
 __device__ __forceinline__ uint32_t CandidateScore(uint32_t code, const float* run_value,
                                                    const float* factor_value) {
-  return OrderedKey(run_value[CodeRow(code)] + factor_value[CodeColumn(code)]);
+  return ScoreKey(run_value[CodeRow(code)] + factor_value[CodeColumn(code)]);
 }
 
 // A score key that at least kept[f] candidates of stage f reach: the best far corner of the full
@@ -70,25 +83,20 @@ __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const u
   uint32_t spread = 0;  // OR of the survivors' distances above the bound
   uint32_t widest = 0;  // the largest distance
   for (int base = 0; base < total; base += 32) {
+    // Lanes past the end score the last candidate again and pass none: no branch around the loads.
     const int c = base + lane;
-    uint32_t code = 0;
-    uint32_t score = 0;
-    bool pass = false;
-    if (c < total) {
-      code = pairs[c];
-      score = CandidateScore(code, run_value, factor_value);
-      pass = score >= bound;
-    }
+    const uint32_t code = pairs[min(c, total - 1)];
+    const uint32_t score = CandidateScore(code, run_value, factor_value);
+    const bool pass = c < total && score >= bound;
     const unsigned passing = __ballot_sync(kFullMask, pass);
-    if (pass) {
-      const int at = count + __popc(passing & lanes_below);
-      if (at < kStageCapacity) {
-        m.scores[at] = score;
-        m.survivor_codes[at] = code;
-      }
-      spread |= score - bound;
-      widest = max(widest, score - bound);
+    const int at = count + __popc(passing & lanes_below);
+    if (pass && at < kStageCapacity) {
+      m.scores[at] = score;
+      m.survivor_codes[at] = code;
     }
+    const uint32_t distance = pass ? score - bound : 0u;
+    spread |= distance;
+    widest = max(widest, distance);
     count += __popc(passing);
   }
   if (count > kStageCapacity) return false;
@@ -104,6 +112,7 @@ __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const u
   uint32_t* codes = m.scores;  // read (score keys), then the result
   if ((widest >> zeros) < (1u << (31 - tie_bits)) * 2u) {
     uint32_t* keys = reinterpret_cast<uint32_t*>(m.candidates);
+#pragma unroll 1
     for (int r = lane; r < count; r += 32) {
       const uint32_t code = m.survivor_codes[r];
       const uint32_t i = code >> 8;
@@ -112,6 +121,7 @@ __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const u
     }
     __syncwarp();
     SortUpTo512(keys, count, kept);
+#pragma unroll 1
     for (int r = lane; r < kept; r += 32) {
       const uint32_t key = keys[r];
       const uint32_t i = key & row_mask;
@@ -120,6 +130,7 @@ __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const u
     }
   } else {
     uint64_t* keys = m.candidates;
+#pragma unroll 1
     for (int r = lane; r < count; r += 32) {
       const uint32_t code = m.survivor_codes[r];
       const uint32_t i = code >> 8;
@@ -128,6 +139,7 @@ __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const u
     }
     __syncwarp();
     SortUpTo512(keys, count, kept);
+#pragma unroll 1
     for (int r = lane; r < kept; r += 32) {
       const uint32_t key = static_cast<uint32_t>(keys[r]);
       const uint32_t i = key & row_mask;
@@ -240,22 +252,16 @@ __device__ __forceinline__ int StoreSurvivors(const WarpMemory<T>& m, const uint
   const unsigned lanes_below = (1u << lane) - 1u;
   int count = 0;
   for (int base = 0; base < total; base += 32) {
+    // As in LeanStage: lanes past the end score the last candidate again and pass none.
     const int c = base + lane;
-    bool pass = false;
-    uint32_t code = 0;
-    uint32_t score = 0;
-    if (c < total) {
-      code = pairs[c];
-      score = CandidateScore(code, run_value, factor_value);
-      pass = score >= bound;
-    }
+    const uint32_t code = pairs[min(c, total - 1)];
+    const uint32_t score = CandidateScore(code, run_value, factor_value);
+    const bool pass = c < total && score >= bound;
     const unsigned passing = __ballot_sync(kFullMask, pass);
-    if (pass) {
-      const int at = count + __popc(passing & lanes_below);
-      if (at < kStageCapacity) {
-        m.candidates[at] = CandidateKey(score, code);
-        m.scores[at] = score;
-      }
+    const int at = count + __popc(passing & lanes_below);
+    if (pass && at < kStageCapacity) {
+      m.candidates[at] = CandidateKey(score, code);
+      m.scores[at] = score;
     }
     count += __popc(passing);
   }
@@ -330,6 +336,7 @@ __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const ui
     }
     int above = 0;
     int at_cut = 0;
+#pragma unroll 1
     for (int base = 0; base < count; base += 32) {
       const int c = base + lane;
       const uint32_t score = c < count ? static_cast<uint32_t>(m.candidates[c] >> 32) : 0u;
@@ -346,6 +353,7 @@ __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const ui
       uint64_t* tied = reinterpret_cast<uint64_t*>(m.scores);
       int taken = 0;
       int ties = 0;
+#pragma unroll 1
       for (int base = 0; base < count; base += 32) {
         const int c = base + lane;
         const uint64_t key = c < count ? m.candidates[c] : 0u;
@@ -381,6 +389,7 @@ __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const ui
       selected = m.candidates;
     }
   }
+#pragma unroll 1
   for (int r = lane; r < kept; r += 32) m.scores[r] = KeyCode(selected[r]);
   __syncwarp();
 }

@@ -9,8 +9,8 @@ set -u
 OUT=${OUT:-./device-out}
 CONFIGS=${1:-"0 1 2 3 4 5 6 7 8 9"}
 SOURCE_CONFIGS=${2:-"3"}
-BIN=carry/cuda-bin
-WORK=/tmp/pk-profile
+BIN=${BIN:-carry/cuda-bin}
+WORK=${WORK:-/tmp/pk-profile}
 mkdir -p "$WORK"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$WORK/gpu.txt" 2>&1
 # Every top-k instance: TopKKernel and TopKSmallKernel.
@@ -32,8 +32,10 @@ for i in $SOURCE_CONFIGS; do
   timeout 90 ncu --clock-control none --kernel-name "$KERNEL" --launch-skip "${launch#*^ }" --launch-count 1 \
     --section SourceCounters --section WarpStateStats --import-source yes -o "$WORK/source_$i" \
     "$BIN/pk-bench-cuda" ${launch% ^*} > "$WORK/source_$i.log" 2>&1
-  ncu -i "$WORK/source_$i.ncu-rep" --page source --csv --print-source cuda > "$WORK/cuda_$i.csv" 2> "$WORK/cuda_$i.err" \
-    || ncu -i "$WORK/source_$i.ncu-rep" --page source --csv > "$WORK/sass_$i.csv" 2>> "$WORK/cuda_$i.err"
+  # Per CUDA line, and per SASS instruction (mapped to lines with `nvdisasm -g` of a -lineinfo cubin
+  # of the same build: NOTES.md, "Where it stands").
+  ncu -i "$WORK/source_$i.ncu-rep" --page source --csv --print-source cuda > "$WORK/cuda_$i.csv" 2> "$WORK/cuda_$i.err"
+  ncu -i "$WORK/source_$i.ncu-rep" --page source --csv --print-source sass > "$WORK/sass_$i.csv" 2>> "$WORK/cuda_$i.err"
   ncu -i "$WORK/source_$i.ncu-rep" --page details --print-details all > "$WORK/details_$i.txt" 2>&1
   rm -f "$WORK/source_$i.ncu-rep"
   ls -la "$WORK" | tail -3
