@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -326,11 +327,18 @@ TEST(Overload, DeadlinesShorterThanTheQueueDelayAreDroppedAndNeverComputed) {
       sent, ok, exceeded, static_cast<unsigned long long>(stats.requests_dropped_deadline),
       static_cast<unsigned long long>(computed));
   EXPECT_GT(exceeded, sent / 2) << "the executor was idle too often for the test to mean much";
-  // Every row of the short requests that the executor computed belongs to one answered in time:
-  // none of those whose deadline passed was computed.
-  EXPECT_EQ(computed, static_cast<uint64_t>(ok));
+  // Each short request (one row) was computed once, dropped unrun, or expired before it reached
+  // the batcher, and every one answered in time was computed. A request can be computed and still
+  // miss its deadline: its batch left before the deadline and the answer came after (CI of
+  // 03eec28: 2 of 100, computed 8 against 6 answered). Those are few; every other expired one was
+  // dropped, never computed.
+  const uint64_t dropped = stats.requests_dropped_deadline + stats.requests_dropped_cancelled;
+  EXPECT_LE(computed + dropped, static_cast<uint64_t>(sent));
+  EXPECT_GE(computed, static_cast<uint64_t>(ok));
+  EXPECT_LE(computed - std::min(computed, static_cast<uint64_t>(ok)), static_cast<uint64_t>(exceeded / 4))
+      << "expired requests were computed instead of dropped";
   EXPECT_GE(stats.requests_dropped_deadline, 1u);
-  EXPECT_LE(stats.requests_dropped_deadline, static_cast<uint64_t>(exceeded));
+  EXPECT_LE(dropped, static_cast<uint64_t>(exceeded));
   server->Drain(absl::Seconds(5));
 }
 
