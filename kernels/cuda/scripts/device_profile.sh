@@ -5,6 +5,9 @@
 # -lineinfo for the source view). Everything lands in one archive, $OUT/profile.tar.gz.
 # A configuration "L" is the latency table's one-row launch (1024x1024 bf16 k=64, the latency kernel).
 #   kernels/cuda/scripts/device_profile.sh "0 1 2 ... L" "3 9 L"
+# With CUBIN (the same build's `nvcc -lineinfo -cubin` of topk_kernel.cu, carried), its line table
+# (`nvdisasm -gi`, which only the GPU host has) lands in the archive too, as dis.txt, for
+# profile_lines.py.
 set -u
 OUT=${OUT:-./device-out}
 CONFIGS=${1:-"0 1 2 3 4 5 6 7 8 9"}
@@ -12,6 +15,7 @@ SOURCE_CONFIGS=${2:-"3"}
 BIN=${BIN:-carry/cuda-bin}
 WORK=${WORK:-/tmp/pk-profile}
 mkdir -p "$WORK"
+if [ -n "${CUBIN:-}" ]; then nvdisasm -gi -c "$CUBIN" > "$WORK/dis.txt" 2> "$WORK/dis.err"; fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$WORK/gpu.txt" 2>&1
 # Every top-k instance: TopKKernel and TopKSmallKernel.
 KERNEL=regex:TopK
