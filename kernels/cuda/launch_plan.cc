@@ -165,6 +165,7 @@ const char* KernelVariantName(KernelVariant variant) {
     case kPairedKernel: return "paired";
     case kSmallKernel: return "small";
     case kStreamKernel: return "streamed";
+    case kUnrolledOutputKernel: return "unrolled-output";
     case kKernelVariants: break;
   }
   return "unknown";
@@ -216,11 +217,18 @@ Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceL
   const bool streamed = problem.dtype == DType::kBFloat16 && !block_per_row &&
                       p.small_segment == 0 && !p.paired_factors &&
                       Use(paths.stream_kernel, stream_fits && (problem.k > 32 || one_chunk));
+  // Long bfloat16 outputs (kk > 128: 8 or more pairs a lane in the last stage's and the output's
+  // loops) where the default kernel would run: those two loops unrolled, in an instance of their
+  // own, since unrolling them in the default kernel cost its other shapes (on the H200, kernel
+  // v18: 1024x1024 k=256 +8.5 %, but 64^3 k=64 -5.5 %).
+  const bool unrolled_output = problem.dtype == DType::kBFloat16 && !block_per_row &&
+                               Use(paths.unrolled_output, p.kk > 128);
   const KernelVariant variant = Use(paths.latency_kernel, block_per_row)     ? kLatencyKernel
                                 : p.paired_factors && !block_per_row         ? kPairedKernel
                                 : small                                      ? kSmallKernel
                                 : streamed                                   ? kStreamKernel
                                 : Use(paths.high_occupancy, problem.k <= 32) ? kHighOccupancyKernel
+                                : unrolled_output                            ? kUnrolledOutputKernel
                                                                              : kDefaultKernel;
   const bool spare_warp =
       variant == kLatencyKernel && block_per_row && problem.factors < kWarpsPerBlock;

@@ -21,8 +21,11 @@ namespace pk::cuda {
 //                         register cap (one or two blocks of at most 4 warps a multiprocessor);
 //   kPairedKernel         two bfloat16 factors of width <= 256 ranked together (bfloat16 only);
 //   kSmallKernel          every width <= 64, one register sort (T::kSmallBlocks);
-//   kStreamKernel         bfloat16 factors that prefetch the next factor's first chunk.
-// Float32 has no paired or streamed instance: those variants name its default kernel.
+//   kStreamKernel         bfloat16 factors that prefetch the next factor's first chunk;
+//   kUnrolledOutputKernel the default bfloat16 kernel with its output loops unrolled (long
+//                         outputs: 8 or more pairs a lane).
+// Float32 has no paired, streamed or unrolled-output instance: those variants name its default
+// kernel.
 enum KernelVariant : int {
   kDefaultKernel,
   kHighOccupancyKernel,
@@ -30,6 +33,7 @@ enum KernelVariant : int {
   kPairedKernel,
   kSmallKernel,
   kStreamKernel,
+  kUnrolledOutputKernel,
   kKernelVariants
 };
 
@@ -68,7 +72,7 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths);
 // at once, in the first instance that applies of: paired, small-factor (where shared memory lets
 // T::kSmallBlocks blocks in), streamed (bfloat16, where its prefetch room costs no resident
 // block, and for k <= 32 only where every factor is one chunk wide), high-occupancy (k <= 32),
-// default. Returns an error (field "shape") when the
+// unrolled-output (bfloat16, kk > 128), default. Returns an error (field "shape") when the
 // block's shared memory exceeds limits.shared_per_block.
 Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceLimits& limits,
                               const KernelPaths& paths = {});

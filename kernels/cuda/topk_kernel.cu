@@ -46,12 +46,13 @@ namespace {
 // the next factor's first chunk (RankFactorsStreamed): instances of their own, so that neither
 // path's code changes the other instances' machine code.
 // kLean = false: PairAndWrite without LeanStage (the float32 small-factor and high-occupancy
-// instances).
+// instances). kUnrollOutput: PairAndWrite's output loops unrolled (the bfloat16 unrolled-output
+// instance, otherwise the default kernel).
 template <class T>
 inline constexpr bool kLeanStages = T::kElementBytes == 2;  // float32 stages are never lean by default
 
 template <class T, int kMinBlocks, bool kLatency, bool kPaired = false, bool kStreamed = false,
-          bool kLean = true>
+          bool kLean = true, bool kUnrollOutput = false>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
     TopKKernel(const __grid_constant__ KernelParams p) {
   uint8_t* shared = DynamicShared();
@@ -111,7 +112,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
       __syncthreads();
       clock.Mark(kPhaseWait);
     }
-    if (!block_per_row || warp == 0) PairAndWrite<T, kLatency, kLean>(p, m, table, scores, row, clock);
+    if (!block_per_row || warp == 0) {
+      PairAndWrite<T, kLatency, kLean, kUnrollOutput>(p, m, table, scores, row, clock);
+    }
     if (block_per_row) {
       __syncthreads();
       clock.Mark(kPhaseWait);
@@ -158,6 +161,9 @@ KernelFunction KernelOf(KernelVariant variant) {
   if constexpr (T::kElementBytes == 2) {
     if (variant == kPairedKernel) return &TopKKernel<T, T::kMinBlocks, false, true>;
     if (variant == kStreamKernel) return &TopKKernel<T, T::kMinBlocks, false, false, true>;
+    if (variant == kUnrolledOutputKernel) {
+      return &TopKKernel<T, T::kMinBlocks, false, false, false, true, true>;
+    }
   }
   if (variant == kSmallKernel) return &TopKSmallKernel<T, T::kSmallBlocks>;
   return variant == kHighOccupancyKernel ? &TopKKernel<T, T::kMoreBlocks, false, false, false, kLeanStages<T>>

@@ -23,8 +23,8 @@ DeviceLimits H200() {
   limits.shared_per_multiprocessor = 233472;
   limits.shared_per_block = 232448;
   limits.registers_per_multiprocessor = 65536;
-  const int bf16[kKernelVariants] = {128, 80, 168, 128, 96, 128};
-  const int f32[kKernelVariants] = {168, 128, 168, 168, 64, 168};
+  const int bf16[kKernelVariants] = {128, 80, 168, 128, 96, 128, 128};
+  const int f32[kKernelVariants] = {168, 128, 168, 168, 64, 168, 168};
   for (int v = 0; v < kKernelVariants; ++v) {
     limits.kernel_registers[static_cast<int>(DType::kBFloat16)][v] = bf16[v];
     limits.kernel_registers[static_cast<int>(DType::kFloat32)][v] = f32[v];
@@ -122,7 +122,8 @@ TEST(LaunchPlan, WideBfloat16FactorsTakeTheStreamedKernelWhereItsRoomCostsNoBloc
   EXPECT_EQ(Plan(Shape({4096, 4096}, 64, DType::kBFloat16), kManyRows).variant, kStreamKernel);
   // k=128 and k=256: a fourth block's shared memory would not be left for the room.
   EXPECT_EQ(Plan(Shape({1024, 1024}, 128, DType::kBFloat16), kManyRows).variant, kDefaultKernel);
-  EXPECT_EQ(Plan(Shape({1024, 1024}, 256, DType::kBFloat16), kManyRows).variant, kDefaultKernel);
+  EXPECT_EQ(Plan(Shape({1024, 1024}, 256, DType::kBFloat16), kManyRows).variant,
+            kUnrolledOutputKernel);
   // k <= 32 on factors wider than a chunk: the high-occupancy kernel's six blocks.
   EXPECT_EQ(Plan(Shape({4096, 4096}, 32, DType::kBFloat16), kManyRows).variant,
             kHighOccupancyKernel);
@@ -141,6 +142,34 @@ TEST(LaunchPlan, ShortListsTakeTheHighOccupancyKernelAndTheRestTheDefault) {
   EXPECT_EQ(f32.variant, kDefaultKernel) << "float32 has no streamed instance";
   EXPECT_EQ(f32.params.prefetch_bytes, 0u);
   EXPECT_EQ(f32.params.narrow_maxima, 0);
+}
+
+TEST(LaunchPlan, LongBfloat16OutputsTakeTheUnrolledOutputKernelWhereTheDefaultWouldRun) {
+  KernelPaths off;
+  off.unrolled_output = Choice::kOff;
+  for (const auto& widths : {std::vector<uint32_t>{1024, 1024}, std::vector<uint32_t>{256, 256},
+                             std::vector<uint32_t>{64, 64, 64}}) {
+    const Problem problem = Shape(widths, 256, DType::kBFloat16);
+    const LaunchPlan plan = Plan(problem, kManyRows);
+    EXPECT_EQ(plan.variant, kUnrolledOutputKernel) << widths.size() << " factors";
+    EXPECT_EQ(plan.params.kk, 256u);
+    EXPECT_EQ(plan.params.warps_per_row, 1);
+    // The default kernel's parameters, register cap and grid; only the instance differs.
+    const LaunchPlan plain = Plan(problem, kManyRows, off);
+    EXPECT_EQ(plain.variant, kDefaultKernel);
+    EXPECT_EQ(std::memcmp(&plan.params, &plain.params, sizeof(KernelParams)), 0);
+    EXPECT_EQ(plan.blocks, plain.blocks);
+    EXPECT_EQ(plan.shared_bytes, plain.shared_bytes);
+  }
+  // kk <= 128 (k=128; k=256 over a 128x1 product), float32, and small batches keep their kernels.
+  EXPECT_EQ(Plan(Shape({1024, 1024}, 128, DType::kBFloat16), kManyRows).variant, kDefaultKernel);
+  EXPECT_EQ(Plan(Shape({128, 1}, 256, DType::kBFloat16), kManyRows).variant, kDefaultKernel);
+  EXPECT_EQ(Plan(Shape({1024, 1024}, 256, DType::kFloat32), kManyRows).variant, kDefaultKernel);
+  EXPECT_EQ(Plan(Shape({1024, 1024}, 256, DType::kBFloat16), 1).variant, kLatencyKernel);
+  KernelPaths on;
+  on.unrolled_output = Choice::kOn;
+  EXPECT_EQ(Plan(Shape({1024, 1024}, 128, DType::kBFloat16), kManyRows, on).variant,
+            kUnrolledOutputKernel);
 }
 
 TEST(LaunchPlan, TheGridHoldsWhatFitsOnTheDeviceAtOnce) {

@@ -2,7 +2,8 @@
 // between them, then the final pairs sorted by slot and written as values and slots (SPEC.md's
 // output: kk pairs in slot order). Values are recomputed from the lists' values, and only a -inf
 // there (a NaN or -inf score) sends one back to the raw element.
-// Its loops over kept pairs are not unrolled (stages.cuh says why).
+// Its loops over kept pairs are not unrolled (stages.cuh says why), but in the unrolled-output
+// instance the last stage's and the output's (kUnrollOutput).
 #pragma once
 
 #include <cstdint>
@@ -24,8 +25,10 @@ namespace {
 // and high-occupancy kernels, whose stages are never lean by default (launch_plan.cc) and whose
 // tight register budgets spill less without that code (on the H200: 16x16x16x16 f32 k=32 +5.8 %,
 // 1024x1024 f32 k=32 +2.9 %, 128x128x128 f32 k=32 +7.6 %; the default float32 kernel lost 1.2 %
-// without it, so it keeps it).
-template <class T, bool kLatency = false, bool kLean = true>
+// without it, so it keeps it). kUnrollOutput unrolls the loops over the last stage's pairs and the
+// output by four (long outputs, kk > 128; launch_plan.cc): elsewhere one pass or two a lane do not
+// pay for the unrolled loops' code.
+template <class T, bool kLatency = false, bool kLean = true, bool kUnrollOutput = false>
 __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
                              const uint8_t* scores, unsigned long long row, PhaseClock& clock) {
   constexpr int kBytes = T::kElementBytes;
@@ -81,7 +84,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
     } else {
       // Final slots, ascending: sort ~(slot << index_bits | r) descending (32 bits) with the ranks
       // aside, or (~slot << 32 | ranks) where slots are too wide for that.
-#pragma unroll 1
+#pragma unroll(kUnrollOutput ? 4 : 1)
       for (int r = lane; r < kept; r += 32) {
         const uint32_t code = codes[r];
         const int i = CodeRow(code);
@@ -107,7 +110,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
   uint8_t* values = p.values + row * p.kk * kBytes;
   uint32_t* slots = p.slots + row * p.kk;
   const uint32_t index_mask = (1u << index_bits) - 1u;
-#pragma unroll 1
+#pragma unroll(kUnrollOutput ? 4 : 1)
   for (int r = lane; r < kk; r += 32) {
     uint32_t slot;
     uint32_t ranks;

@@ -44,6 +44,10 @@ struct KernelPaths {
                                           // only where every factor is one chunk wide)
   Choice narrow_maxima = Choice::kAuto;   // in the streamed kernel: the maxima bisection starts
                                           // from the lanes' j-th maxima and stops early
+  Choice unrolled_output = Choice::kAuto; // bfloat16 rows that would take the default kernel:
+                                          // the loops over the last stage's pairs and the
+                                          // output unrolled, in a kernel of its own (by default
+                                          // where kk > 128)
 };
 
 }  // namespace pk::cuda

@@ -297,7 +297,8 @@ int main(int argc, char** argv) {
           {"paired_sort", &pk::cuda::KernelPaths::paired_sort},
           {"prefetch", &pk::cuda::KernelPaths::prefetch_rows},
           {"stream", &pk::cuda::KernelPaths::stream_kernel},
-          {"narrow", &pk::cuda::KernelPaths::narrow_maxima}};
+          {"narrow", &pk::cuda::KernelPaths::narrow_maxima},
+          {"unrolled_out", &pk::cuda::KernelPaths::unrolled_output}};
       for (const auto& [name, member] : parts) {
         if (!part.empty() && part != name) continue;
         for (Choice choice : {Choice::kOff, Choice::kOn}) {

@@ -197,6 +197,7 @@ pk::cuda::KernelPaths DrawPaths(bool vary, Random& random) {
   paths.prefetch_rows = draw();
   paths.stream_kernel = draw();
   paths.narrow_maxima = draw();
+  paths.unrolled_output = draw();
   return paths;
 }
 
