@@ -61,7 +61,10 @@ def main():
             found.add(before_by_hash[digest])
             verdict = "unchanged"
         else:
-            verdict = "CHANGED" if name in before else "new"
+            # Mangled names of anonymous-namespace kernels carry a hash of the source: compare
+            # the demangled ones.
+            same_name = any(readable[other] == readable[name] for other in before)
+            verdict = "CHANGED" if same_name else "new"
         print(f"{digest[:16]} {verdict:9} {readable[name]}")
     missing = sorted(set(before) - found)
     for name in missing:
