@@ -13,6 +13,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/npy.h"
 #include "kernels/testing/random_rows.h"
 #include "tests/server/test_support.h"
@@ -231,18 +233,37 @@ TEST(ClientOptions, RoundRobinSpreadsCallsOverEveryServer) {
   client::ClientOptions options;
   options.target = absl::StrCat("ipv4:127.0.0.1:", first->port(), ",127.0.0.1:", second->port());
   options.load_balancing_policy = "round_robin";
-  options.wait_for_ready = true;  // both subchannels connect before the first calls
+  options.wait_for_ready = true;
   absl::StatusOr<std::unique_ptr<client::Client>> client = client::Client::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status();
   std::mt19937_64 engine(31);
-  for (int i = 0; i < 20; ++i) {
-    const v1::TopKRequest request =
-        RandomRequest(MakeProblem({64, 64}, 8, pk::DType::kFloat32), 1, engine);
-    absl::StatusOr<v1::TopKResponse> response = (*client)->TopK(request);
-    ASSERT_TRUE(response.ok()) << response.status();
+  const pk::Problem problem = MakeProblem({64, 64}, 8, pk::DType::kFloat32);
+  auto call = [&] {
+    absl::StatusOr<v1::TopKResponse> response = (*client)->TopK(RandomRequest(problem, 1, engine));
+    return response.status();
+  };
+  auto accepted = [&](const std::unique_ptr<Server>& server) {
+    return server->batcher_stats().requests_accepted;
+  };
+  // round_robin picks among the subchannels that are READY, so the first calls all go to whichever
+  // server connected first (the CI run of 2026-12-05: 19 to one, 1 to the other). Call until both
+  // have answered (bounded), then every call alternates.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  for (int i = 0; i < 400 && (accepted(first) == 0 || accepted(second) == 0); ++i) {
+    const absl::Status status = call();
+    ASSERT_TRUE(status.ok()) << status;
+    if (absl::Now() > give_up) break;
   }
-  const uint64_t on_first = first->batcher_stats().requests_accepted;
-  const uint64_t on_second = second->batcher_stats().requests_accepted;
+  ASSERT_GT(accepted(first), 0u) << "round_robin never reached the first server";
+  ASSERT_GT(accepted(second), 0u) << "round_robin never reached the second server";
+  const uint64_t first_before = accepted(first);
+  const uint64_t second_before = accepted(second);
+  for (int i = 0; i < 20; ++i) {
+    const absl::Status status = call();
+    ASSERT_TRUE(status.ok()) << status;
+  }
+  const uint64_t on_first = accepted(first) - first_before;
+  const uint64_t on_second = accepted(second) - second_before;
   EXPECT_EQ(on_first + on_second, 20u);
   EXPECT_GE(on_first, 5u) << "round_robin left the first server nearly idle";
   EXPECT_GE(on_second, 5u) << "round_robin left the second server nearly idle";
