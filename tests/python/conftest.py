@@ -57,18 +57,52 @@ class Server:
         return self.log_bytes().decode(errors="replace")
 
     def stop(self):
+        self._stopped = True
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+
+    def exited_by_itself(self):
+        """The exit status (negative: the signal) if the server ended before stop(), else None."""
+        if getattr(self, "_stopped", False):
+            return None
+        return self.process.poll()
 
     def close(self):
         self.stop()
         self._log.close()
 
 
+# The session's shared servers, and those whose end has been reported.
+_shared = []
+_reported = set()
+
+
+@pytest.fixture(autouse=True)
+def shared_servers_stay_up():
+    """Fails the test during which a shared server ended (a crash, a sanitizer's report), with
+    its status and the end of its log, which would otherwise go with its temporary file; the
+    tests after it fail on the refused connection."""
+    yield
+    for running in _shared:
+        status = running.exited_by_itself()
+        if status is None or id(running) in _reported:
+            continue
+        _reported.add(id(running))
+        tail = "\n".join(running.log().splitlines()[-80:])
+        pytest.fail(f"pkserve ({running.target}) ended during this test with status {status}; "
+                    f"the end of its log:\n{tail}", pytrace=False)
+
+
+def shared_server(flags):
+    running = Server(flags)
+    _shared.append(running)
+    return running
+
+
 @pytest.fixture(scope="session")
 def server():
-    running = Server([])
+    running = shared_server([])
     yield running
     running.close()
 
@@ -76,7 +110,7 @@ def server():
 @pytest.fixture(scope="session")
 def limited_server():
     """A server with small request limits: 300 rows, 64 KiB messages."""
-    running = Server(["--max_rows_per_request=300", "--max_message_bytes=65536"])
+    running = shared_server(["--max_rows_per_request=300", "--max_message_bytes=65536"])
     yield running
     running.close()
 
