@@ -82,11 +82,6 @@ void StreamReactor<Call>::AdmitLocked(std::unique_ptr<Item> item) {
     metrics_.RequestAnswered(Call::kRpc, absl::StatusCode::kCancelled, 0, admitted->arrived);
     return;
   }
-  if (context_->IsCancelled()) {
-    // The client is gone: the request is not judged, only counted, and no answer is queued.
-    metrics_.RequestAnswered(Rpc::kTopKStream, absl::StatusCode::kCancelled, 0, admitted->arrived);
-    return;
-  }
   admitted->bytes = admitted->message.Length();
   pending_bytes_ += admitted->bytes;
   items_.push_back(std::move(item));
