@@ -29,6 +29,7 @@ class Server:
         if not binary:
             pytest.skip("PKSERVE_BINARY is not set (run these tests through CTest)")
         self._log = tempfile.NamedTemporaryFile(prefix="pkserve_py_", suffix=".log")
+        self._stopped = False
         args = [binary, "--address=127.0.0.1:0", "--metrics_address=", "--backend=cpu",
                 "--threads=2", "--drain_timeout_s=1", *flags]
         self.process = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT)
@@ -64,18 +65,15 @@ class Server:
 
     def exited_by_itself(self):
         """The exit status (negative: the signal) if the server ended before stop(), else None."""
-        if getattr(self, "_stopped", False):
-            return None
-        return self.process.poll()
+        return None if self._stopped else self.process.poll()
 
     def close(self):
         self.stop()
         self._log.close()
 
 
-# The session's shared servers, and those whose end has been reported.
+# The session's shared servers whose end has not been reported.
 _shared = []
-_reported = set()
 
 
 @pytest.fixture(autouse=True)
@@ -84,11 +82,11 @@ def shared_servers_stay_up():
     its status and the end of its log, which would otherwise go with its temporary file; the
     tests after it fail on the refused connection."""
     yield
-    for running in _shared:
+    for running in list(_shared):
         status = running.exited_by_itself()
-        if status is None or id(running) in _reported:
+        if status is None:
             continue
-        _reported.add(id(running))
+        _shared.remove(running)
         tail = "\n".join(running.log().splitlines()[-80:])
         pytest.fail(f"pkserve ({running.target}) ended during this test with status {status}; "
                     f"the end of its log:\n{tail}", pytrace=False)

@@ -54,6 +54,9 @@ def main():
     after = text_sections(sys.argv[2])
     readable = demangled(sorted(set(before) | set(after)))
     before_by_hash = {digest: name for name, digest in before.items()}
+    # Mangled names of anonymous-namespace kernels carry a hash of the source: the demangled ones
+    # pair a kernel with its earlier build.
+    before_readable = {readable[name] for name in before}
     found = set()
     for name in sorted(after, key=lambda n: readable[n]):
         digest = after[name]
@@ -61,10 +64,7 @@ def main():
             found.add(before_by_hash[digest])
             verdict = "unchanged"
         else:
-            # Mangled names of anonymous-namespace kernels carry a hash of the source: compare
-            # the demangled ones.
-            same_name = any(readable[other] == readable[name] for other in before)
-            verdict = "CHANGED" if same_name else "new"
+            verdict = "CHANGED" if readable[name] in before_readable else "new"
         print(f"{digest[:16]} {verdict:9} {readable[name]}")
     missing = sorted(set(before) - found)
     for name in missing:
