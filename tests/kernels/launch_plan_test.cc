@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/problem.h"
@@ -170,6 +171,25 @@ TEST(LaunchPlan, LongBfloat16OutputsTakeTheUnrolledOutputKernelWhereTheDefaultWo
   on.unrolled_output = Choice::kOn;
   EXPECT_EQ(Plan(Shape({1024, 1024}, 128, DType::kBFloat16), kManyRows, on).variant,
             kUnrolledOutputKernel);
+}
+
+TEST(LaunchPlan, Float32StagesOverFactorsUpTo16WideCutByTheFullSort) {
+  // kept = 32 a stage: half selection is two keys a lane (kept / 16).
+  for (const auto& [widths, dtype, halves] :
+       {std::tuple{std::vector<uint32_t>{16, 16, 16, 16}, DType::kFloat32, 0},
+        std::tuple{std::vector<uint32_t>{8, 8, 16, 16}, DType::kFloat32, 0},
+        std::tuple{std::vector<uint32_t>{32, 32, 32, 32}, DType::kFloat32, 2},
+        std::tuple{std::vector<uint32_t>{16, 16, 16, 17}, DType::kFloat32, 2},
+        std::tuple{std::vector<uint32_t>{16, 16, 16, 16}, DType::kBFloat16, 2}}) {
+    const Problem problem = Shape(widths, 32, dtype);
+    const LaunchPlan plan = Plan(problem, kManyRows);
+    for (int f = 1; f < 4; ++f) {
+      EXPECT_EQ(plan.params.half_select[f], halves) << widths.back() << " factor " << f;
+    }
+  }
+  KernelPaths on;
+  on.half_selection = Choice::kOn;
+  EXPECT_EQ(Plan(Shape({16, 16, 16, 16}, 32, DType::kFloat32), kManyRows, on).params.half_select[3], 2);
 }
 
 TEST(LaunchPlan, TheGridHoldsWhatFitsOnTheDeviceAtOnce) {
