@@ -95,10 +95,9 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
     p.tie_bits[f] = (BitLength(static_cast<uint32_t>(previous + factor - 2)) + p.row_bits[f]);
     // One sort pays where its keys are 32 bits: bfloat16 sums (float32 ones seldom fit).
     p.lean[f] = Use(paths.lean_stages, kept <= 128 && problem.dtype == DType::kBFloat16) ? 1 : 0;
-    p.half_select[f] =
-        Use(paths.half_selection, half_selection) && kept >= 16 && kept <= 128 && (kept & (kept - 1)) == 0
-            ? kept / 16
-            : 0;
+    const bool halves = Use(paths.half_selection, half_selection) && kept >= 16 && kept <= 128 &&
+                        (kept & (kept - 1)) == 0;
+    p.half_select[f] = halves ? kept / 16 : 0;
     any_lean = any_lean || p.lean[f];
   }
   p.slot_index_bits = BitLength(p.kk - 1);

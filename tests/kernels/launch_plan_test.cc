@@ -184,12 +184,15 @@ TEST(LaunchPlan, Float32StagesOverFactorsUpTo16WideCutByTheFullSort) {
     const Problem problem = Shape(widths, 32, dtype);
     const LaunchPlan plan = Plan(problem, kManyRows);
     for (int f = 1; f < 4; ++f) {
-      EXPECT_EQ(plan.params.half_select[f], halves) << widths.back() << " factor " << f;
+      EXPECT_EQ(plan.params.half_select[f], halves)
+          << widths.front() << ".." << widths.back()
+          << (dtype == DType::kFloat32 ? " f32" : " bf16") << ", stage " << f;
     }
   }
   KernelPaths on;
   on.half_selection = Choice::kOn;
-  EXPECT_EQ(Plan(Shape({16, 16, 16, 16}, 32, DType::kFloat32), kManyRows, on).params.half_select[3], 2);
+  EXPECT_EQ(Plan(Shape({16, 16, 16, 16}, 32, DType::kFloat32), kManyRows, on).params.half_select[3],
+            2);
 }
 
 TEST(LaunchPlan, TheGridHoldsWhatFitsOnTheDeviceAtOnce) {
