@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "pkserve/v1/pkserve.grpc.pb.h"
 
@@ -156,7 +157,7 @@ class StreamCall {
 
   void Open(grpc::GenericStub& stub, grpc::CompletionQueue& cq, Clock::time_point deadline,
             bool lookup);
-  // False when the stream is finishing or finished (the request was not taken).
+  // False once the stream has closed its writes or is finishing (the request was not taken).
   bool Enqueue(const PooledRequest& request, Clock::time_point scheduled);
   void Close();
   int worker() const { return worker_; }
@@ -243,6 +244,7 @@ class LevelRun {
   const PooledRequest* NextForClosedStream(int worker);
   void StreamFinished() { live_.fetch_sub(1); }
   bool open_loop() const { return spec_.rate > 0; }
+  absl::Duration answer_pause() const { return options_.answer_pause; }
   bool lookup() const { return options_.workload.lookup.has_value(); }
 
  private:
@@ -302,7 +304,7 @@ void StreamCall::Open(grpc::GenericStub& stub, grpc::CompletionQueue& cq,
 
 bool StreamCall::Enqueue(const PooledRequest& request, Clock::time_point scheduled) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (finishing_) return false;
+  if (finishing_ || writes_done_sent_) return false;
   to_send_.push_back({&request, scheduled});
   if (started_ && !broken_ && !writing_) StartWriteLocked();
   return true;
@@ -378,13 +380,19 @@ void StreamCall::OnDone(Op op, bool ok) {
       } else {
         Deliver(response_, answered);
       }
-      const PooledRequest* next = run_.open_loop() ? nullptr : run_.NextForClosedStream(worker_);
+      if (run_.answer_pause() > absl::ZeroDuration()) absl::SleepFor(run_.answer_pause());
       lock.lock();
-      if (next != nullptr) {
-        to_send_.push_back({next, Clock::now()});
-        if (!broken_ && !writing_) StartWriteLocked();
-      } else if (!run_.open_loop()) {
-        closing_ = true;
+      // Closed loop: the slot sends its next request on this stream, unless the window is over or
+      // Close sent WritesDone while the lock was free (a write after it is API misuse). Decided
+      // under the lock, so a later Close waits for this request's answer.
+      if (!run_.open_loop()) {
+        const PooledRequest* next = writes_done_sent_ ? nullptr : run_.NextForClosedStream(worker_);
+        if (next != nullptr) {
+          to_send_.push_back({next, Clock::now()});
+          if (!broken_ && !writing_) StartWriteLocked();
+        } else {
+          closing_ = true;
+        }
       }
       stream_->Read(&answer_, &read_tag_);
       break;

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -113,6 +114,7 @@ ABSL_FLAG(double, max_error_fraction, 0.01,
           "in its window; 0 tolerates none, 1 any");
 ABSL_FLAG(int32_t, server_pid, 0,
           "pid of the target server when it runs on this host: its CPU use is reported per level");
+ABSL_DECLARE_FLAG(uint32_t, inject_answer_pause_us);  // client/bench/testing_flags.cc
 
 namespace pkserve::bench {
 namespace {
@@ -212,6 +214,7 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   options.baseline_echo = baseline == "echo";
   options.json_path = absl::GetFlag(FLAGS_json);
   options.seed = absl::GetFlag(FLAGS_seed);
+  options.answer_pause = absl::Microseconds(absl::GetFlag(FLAGS_inject_answer_pause_us));
   options.server_pid = absl::GetFlag(FLAGS_server_pid);
   options.max_error_fraction = absl::GetFlag(FLAGS_max_error_fraction);
   if (!(options.max_error_fraction >= 0 && options.max_error_fraction <= 1)) {

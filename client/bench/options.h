@@ -61,6 +61,9 @@ struct BenchOptions {
   int server_pid = 0;  // a local server's pid: its CPU use is read in every window
   // The run fails (exit 1) when a level's failed requests pass this fraction of those sent.
   double max_error_fraction = 0.01;
+  // Tests only (--inject_answer_pause_us): a stream's pause between recording an answer and
+  // taking its next request.
+  absl::Duration answer_pause = absl::ZeroDuration();
 
   bool open_loop() const { return !rates.empty(); }
   int ResolvedThreads() const;

@@ -426,6 +426,19 @@ TEST(BenchRun, NoServerAtTheTargetExitsOneWithAHintToCheckIt) {
       << run.output;
 }
 
+// A closed-loop stream takes its next request after recording an answer, while the level's end
+// closes every stream's writes. The pause holds each stream in that gap, so the level ends there:
+// the stream must then send nothing more (a write after WritesDone aborted the bench in gRPC's
+// API check).
+TEST_F(BenchRunTest, StreamsClosedWhileAnAnswerIsRecordedSendNothingMore) {
+  const BenchRun run =
+      RunBench(absl::StrCat(target_, " --widths=64,64 --k=8 --dtype=f32 --rows=1-4 --mode=stream",
+                            " --concurrency=3,8 --warmup=0.05 --duration=0.1 --verify=10",
+                            " --inject_answer_pause_us=2000"));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "pkserve-bench: PASS: 2 levels")) << run.output;
+}
+
 TEST_F(BenchRunTest, VerifyPassesAgainstPkserveInStreamModeWithRowRanges) {
   const BenchRun run = RunBench(
       absl::StrCat(target_, " --widths=256,256,16 --k=32 --dtype=f32 --rows=1-24 --mode=stream",
