@@ -6,15 +6,25 @@ PK_GOLDEN_FILE, PK_MAKE_CERTS (tests/reliability/make_test_certs.sh); PYTHONPATH
 package as the build made it (stubs included). Without PKSERVE_BINARY the tests that need a
 server skip.
 """
+import faulthandler
 import os
 import re
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
 
 LISTENING = re.compile(rb"listening on 127\.0\.0\.1:(\d+)")
+
+# A hang is a failure that says where it hung, not a CTest timeout with nothing printed: a test
+# past TEST_BOUND_S, or the interpreter's exit (where gRPC's threads are joined) past EXIT_BOUND_S,
+# writes every thread's stack (and, for a test, the end of each open server's log) to the
+# terminal and ends the process with status 1. PK_PY_TEST_BOUND_S overrides the test bound.
+TEST_BOUND_S = float(os.environ.get("PK_PY_TEST_BOUND_S", "120"))
+EXIT_BOUND_S = 60.0
+_terminal = None  # stderr as it was before pytest captured the tests' output (a duplicate fd)
 
 
 class ServerExited(Exception):
@@ -33,6 +43,7 @@ class Server:
         args = [binary, "--address=127.0.0.1:0", "--metrics_address=", "--backend=cpu",
                 "--threads=2", "--drain_timeout_s=1", *flags]
         self.process = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT)
+        _started.append(self)
         deadline = time.monotonic() + start_timeout_s
         while True:
             match = LISTENING.search(self.log_bytes())
@@ -74,6 +85,8 @@ class Server:
 
 # The session's shared servers whose end has not been reported.
 _shared = []
+# Every server this process started, for a hang's report to stop.
+_started = []
 
 
 @pytest.fixture(autouse=True)
@@ -126,3 +139,44 @@ def certs(tmp_path_factory):
     except subprocess.CalledProcessError as error:
         pytest.fail(f"make_test_certs.sh failed: {error.stderr.decode(errors='replace')}")
     return folder
+
+
+def pytest_configure(config):
+    global _terminal
+    _terminal = os.dup(2)
+
+
+def pytest_unconfigure(config):
+    faulthandler.dump_traceback_later(EXIT_BOUND_S, exit=True, file=_terminal)
+
+
+def _report_hang(nodeid):
+    out = os.fdopen(os.dup(_terminal), "w")
+    out.write(f"\n{nodeid} still runs after {TEST_BOUND_S:g} s: it hangs. The logs of the "
+              "servers not yet closed end:\n")
+    for running in _started:
+        if running._log.closed:
+            continue
+        tail = "\n".join(running.log().splitlines()[-30:])
+        out.write(f"--- pkserve {running.target} (status {running.process.poll()}):\n{tail}\n")
+    out.write("--- every thread's stack:\n")
+    out.flush()
+    faulthandler.dump_traceback(file=out, all_threads=True)
+    out.flush()
+    for running in _started:
+        if running.process.poll() is None:
+            running.process.kill()
+    os._exit(1)
+
+
+@pytest.fixture(autouse=True)
+def hang_watch(request):
+    """Ends the run, saying where, when a test hangs (TEST_BOUND_S); faulthandler's own timer
+    backs the Python one up for a hang that holds the GIL."""
+    timer = threading.Timer(TEST_BOUND_S, _report_hang, args=(request.node.nodeid,))
+    timer.daemon = True
+    timer.start()
+    faulthandler.dump_traceback_later(TEST_BOUND_S + 15, exit=True, file=_terminal)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+    timer.cancel()
