@@ -24,6 +24,9 @@ class FlakyForwarder(grpc.GenericRpcHandler):
         self._channel = grpc.insecure_channel(upstream_target)
         self._upstream = self._channel.unary_unary(TOPK)
 
+    def close(self):
+        self._channel.close()
+
     def service(self, handler_call_details):
         if handler_call_details.method != TOPK:
             return None
@@ -48,13 +51,16 @@ def flaky(server):
         forwarder = grpc.server(futures.ThreadPoolExecutor(max_workers=2), handlers=[handler])
         port = forwarder.add_insecure_port("127.0.0.1:0")
         forwarder.start()
-        started.append(forwarder)
+        started.append((forwarder, handler))
         return handler, f"127.0.0.1:{port}"
 
     started = []
     yield start
-    for forwarder in started:
-        forwarder.stop(None)
+    # Stopped and closed before the next test: a gRPC server or channel left to the interpreter's
+    # exit can hold the exit up.
+    for forwarder, handler in started:
+        forwarder.stop(None).wait()
+        handler.close()
 
 
 def rows():
