@@ -39,7 +39,7 @@ class FlakyForwarder(grpc.GenericRpcHandler):
         if fail:
             context.abort(grpc.StatusCode.UNAVAILABLE, "draining (stand-in)")
         try:
-            return self._upstream(request_bytes)
+            return self._upstream(request_bytes, timeout=30)
         except grpc.RpcError as error:  # pkserve's own status, passed on
             context.abort(error.code(), error.details())
 
