@@ -228,7 +228,7 @@ def cli_lookup_help():
     cli = os.environ.get("PKSERVE_CLI")
     if not cli or not os.path.exists(cli):
         return None, "PKSERVE_CLI is not set or missing"
-    done = subprocess.run([cli, "lookup", "--help"], capture_output=True, text=True)
+    done = subprocess.run([cli, "lookup", "--help"], capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         return None, (f"pkserve-cli of this build has no lookup command ({cli} lookup --help "
                       f"exits {done.returncode}: {(done.stderr or done.stdout).strip()[:120]})")
@@ -249,7 +249,7 @@ def test_lookup_equals_the_cpp_clients_bytes(memory_server, client, tmp_path):
     np.save(tmp_path / "scores.npy", scores)
     subprocess.run([cli, "lookup", f"--target={memory_server.target}", "--memory=m32", "--k=16",
                     "--heads=2", f"--input={tmp_path / 'scores.npy'}",
-                    f"--out={tmp_path / 'out.npy'}"], check=True, capture_output=True)
+                    f"--out={tmp_path / 'out.npy'}"], check=True, capture_output=True, timeout=60)
     cpp = np.load(tmp_path / "out.npy")
     ours = client.lookup("m32", scores, 16, 2)
     assert cpp.dtype == ours.dtype and cpp.shape == ours.shape
