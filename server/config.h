@@ -66,6 +66,8 @@ struct ServerConfig {
   // Testing only (hidden flag --inject_batch_failures): fail every Nth batch with INTERNAL
   // (server/fault_injection.h); 0 = off.
   uint32_t inject_batch_failures = 0;
+  // Testing only (hidden flag --inject_stream_answer_pause_us): StreamLimits::answer_pause.
+  absl::Duration inject_stream_answer_pause = absl::ZeroDuration();
 
   // threads resolved: the number of CPU compute threads to start.
   int ResolvedThreads() const;

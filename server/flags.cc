@@ -76,6 +76,7 @@ ABSL_FLAG(std::string, memory, "",
           "widths=");
 // Hidden from --help (defined in server/testing_flags.cc): fault injection for tests.
 ABSL_DECLARE_FLAG(uint32_t, inject_batch_failures);
+ABSL_DECLARE_FLAG(uint32_t, inject_stream_answer_pause_us);
 
 namespace pkserve {
 namespace {
@@ -173,6 +174,8 @@ absl::StatusOr<ServerConfig> ConfigFromFlags(const std::vector<std::string>& mem
   config.log_format = *format;
   config.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   config.inject_batch_failures = absl::GetFlag(FLAGS_inject_batch_failures);
+  config.inject_stream_answer_pause =
+      absl::Microseconds(absl::GetFlag(FLAGS_inject_stream_answer_pause_us));
   if (absl::Status valid = ValidateConfig(config); !valid.ok()) return valid;
   return config;
 }

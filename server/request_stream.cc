@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/grpc_status.h"
 
 namespace pkserve {
@@ -127,12 +128,19 @@ void StreamReactor<Call>::AnswerLocked(Item* item, const absl::Status& status) {
 template <typename Call>
 void StreamReactor<Call>::OnAnswered(Item* item, const absl::Status& status) {
   Actions actions;
+  absl::Duration pause;
   {
     absl::MutexLock lock(&mu_);
     AnswerLocked(item, status);
     actions = NextActionsLocked();
+    pause = registry_.limits().answer_pause;
   }
-  Run(std::move(actions));
+  if (pause > absl::ZeroDuration()) absl::SleepFor(pause);
+  // gRPC holds the call only through its own callbacks; this one comes from the batcher. With
+  // nothing decided here, another thread may finish the stream as soon as the mutex is free, and
+  // gRPC free it: then not even a call to Run may touch it. (Decided operations hold off the
+  // finish through starting_.)
+  if (actions.any()) Run(std::move(actions));
 }
 
 template <typename Call>

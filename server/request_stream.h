@@ -27,6 +27,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "pkserve/v1/pkserve.pb.h"
 #include "server/admission.h"
@@ -75,6 +76,9 @@ struct StreamLimits {
   size_t max_pending_requests = 128;   // read and not yet written, per stream
   size_t max_pending_bytes = 4 << 20;  // their messages and answers; one request always fits
   size_t max_open_streams = 1024;      // in the whole server
+  // Testing only (--inject_stream_answer_pause_us): OnAnswered's pause between recording an
+  // answer and starting what it calls for.
+  absl::Duration answer_pause = absl::ZeroDuration();
 };
 
 template <typename Call>

@@ -84,6 +84,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   StreamLimits stream_limits;
   stream_limits.max_open_streams = config.max_open_streams;
   stream_limits.max_pending_bytes = config.max_stream_pending_bytes;
+  stream_limits.answer_pause = config.inject_stream_answer_pause;
+  if (stream_limits.answer_pause > absl::ZeroDuration()) {
+    spdlog::warn(
+        "TESTING ONLY (--inject_stream_answer_pause_us={}): each stream answer pauses its "
+        "thread; never use this in production",
+        absl::ToInt64Microseconds(stream_limits.answer_pause));
+  }
   server->service_ = std::make_unique<SparseMemoryService>(*server->admission_, server->info_,
                                                            *server->metrics_, stream_limits);
 

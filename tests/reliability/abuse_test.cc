@@ -726,5 +726,55 @@ TEST_F(AbuseTest, CallersThatCancelOrHangUpMidRequestLeaveNoTrace) {
   }
 }
 
+// Streams cancelled while their answers come back from the batcher, so that an answer and the
+// cancel (or the write before it) race to finish the stream. The server pauses 2 ms after each
+// stream answer (a test-only flag), with its stream lock free, so that the race is run in that
+// gap: an answer that touched the stream after the other side had finished it, and gRPC had
+// freed it, is what the sanitizer builds catch here (StreamReactor::OnAnswered once did).
+TEST_F(AbuseTest, StreamsCancelledWhileTheirAnswersArriveLeaveNoTrace) {
+  StartServer({"--inject_stream_answer_pause_us=2000"});
+  const pk::Problem problem = MakeProblem({64, 64}, 32, pk::DType::kFloat32);
+  std::vector<v1::TopKRequest> requests;
+  for (int i = 0; i < 4; ++i) requests.push_back(RandomRequest(problem, 8 << i, engine_));
+  std::atomic<int64_t> streams{0};
+  std::atomic<int64_t> answers{0};
+  std::atomic<int64_t> wrong{0};
+  const absl::Time until = absl::Now() + absl::Seconds(testing::Sanitized() ? 6 : 3);
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 6; ++t) {
+    callers.emplace_back([&, t] {
+      std::mt19937_64 engine(100 + t);
+      auto stub = v1::SparseMemory::NewStub(NewChannel(server_->target()));
+      while (absl::Now() < until) {
+        grpc::ClientContext context;
+        context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+        auto stream = stub->TopKStream(&context);
+        const int sent = 1 + static_cast<int>(engine() % 6);
+        for (int i = 0; i < sent; ++i) stream->Write(requests[i % requests.size()]);
+        const int read = static_cast<int>(engine() % sent);
+        v1::TopKStreamResponse answer;
+        for (int i = 0; i < read && stream->Read(&answer); ++i) {
+          ++answers;
+          if (!answer.has_result() ||
+              !CheckResponse(requests[i % requests.size()], answer.result()).empty()) {
+            ++wrong;
+          }
+        }
+        context.TryCancel();
+        while (stream->Read(&answer)) {
+        }
+        stream->Finish();
+        ++streams;
+      }
+    });
+  }
+  for (std::thread& caller : callers) caller.join();
+  std::cout << streams.load() << " streams cancelled with answers on their way (" << answers.load()
+            << " answers read first)\n";
+  EXPECT_EQ(wrong.load(), 0) << "answers read before the cancel were wrong";
+  EXPECT_GT(streams.load(), 100);
+  ExpectUnharmed();
+}
+
 }  // namespace
 }  // namespace pkserve
