@@ -109,3 +109,36 @@ def test_a_failed_batch_is_internal():
                 client.topk(rows(), [32, 32], 4)
     finally:
         failing.close()
+
+
+def test_a_stream_whose_server_went_away_raises_unavailable_with_retries_on():
+    """The *_many streams are not in gRPC's retry policy: gRPC 1.51 retrying a stream whose
+    server had gone away waited forever (here, the server is killed after the client has
+    connected and before the stream starts)."""
+    from conftest import Server
+    doomed = Server([])
+
+    def chunks():
+        doomed.stop()
+        for seed in range(20):
+            yield np.random.default_rng(seed).standard_normal((100, 64), dtype=np.float32)
+
+    outcome = []
+
+    def run(client):
+        try:
+            outcome.append(list(client.topk_many(chunks(), [32, 32], 4)))
+        except pkserve.Error as error:
+            outcome.append(error)
+
+    try:
+        with pkserve.Client(doomed.target, retry_unavailable=True, chunk_rows=100,
+                            max_in_flight=4) as client:
+            client.limits()  # connected
+            caller = threading.Thread(target=run, args=(client,), daemon=True)
+            caller.start()
+            caller.join(timeout=30)
+            assert not caller.is_alive(), "the stream still waits 30 s after its server died"
+        assert len(outcome) == 1 and isinstance(outcome[0], pkserve.Unavailable), outcome
+    finally:
+        doomed.close()

@@ -11,6 +11,10 @@ RETRY_MAX_ATTEMPTS = 5
 # gRPC retries only calls whose request fits its retry buffer: pkserve's default message limit.
 RETRY_BUFFER_BYTES = 64 << 20
 LB_POLICIES = ("pick_first", "round_robin")
+SERVICE = "pkserve.v1.SparseMemory"
+# gRPC retries these calls (answered UNAVAILABLE) with retry_unavailable; not the streams: a stream
+# retried by gRPC 1.51 after its server went away can wait forever instead of failing.
+RETRIED_METHODS = ("TopK", "Lookup", "GetServerInfo")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +52,7 @@ def credentials_and_options(grpc_module, tls, lb_policy, retry_unavailable):
         config = {
             "loadBalancingConfig": [{lb_policy or "pick_first": {}}],
             "methodConfig": [{
-                "name": [{"service": "pkserve.v1.SparseMemory"}],
+                "name": [{"service": SERVICE, "method": method} for method in RETRIED_METHODS],
                 "retryPolicy": {
                     "maxAttempts": RETRY_MAX_ATTEMPTS, "initialBackoff": "0.05s",
                     "maxBackoff": "1s", "backoffMultiplier": 2,
