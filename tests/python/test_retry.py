@@ -112,8 +112,8 @@ def test_a_failed_batch_is_internal():
 
 
 def test_a_stream_whose_server_went_away_raises_unavailable_with_retries_on():
-    """The *_many streams are not in gRPC's retry policy: gRPC 1.51 retrying a stream whose
-    server had gone away waited forever (here, the server is killed after the client has
+    """The *_many streams are not in gRPC's retry policy: python3-grpcio 1.51 retrying a stream
+    whose server had gone away waited forever (here, the server is killed after the client has
     connected and before the stream starts)."""
     from conftest import Server
     doomed = Server([])

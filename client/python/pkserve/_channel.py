@@ -13,7 +13,8 @@ RETRY_BUFFER_BYTES = 64 << 20
 LB_POLICIES = ("pick_first", "round_robin")
 SERVICE = "pkserve.v1.SparseMemory"
 # gRPC retries these calls (answered UNAVAILABLE) with retry_unavailable; not the streams: a stream
-# retried by gRPC 1.51 after its server went away can wait forever instead of failing.
+# retried by python3-grpcio 1.51 after its server went away can wait forever instead of failing
+# (the C++ client, on the system gRPC, fails such a stream with UNAVAILABLE).
 RETRIED_METHODS = ("TopK", "Lookup", "GetServerInfo")
 
 

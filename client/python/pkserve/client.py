@@ -92,8 +92,8 @@ class Client:
       `stream_deadline` (None by default: the stream lasts as long as its input).
     retry_unavailable: gRPC retries topk, lookup and limits calls answered UNAVAILABLE (a
       replica draining or gone), at most 5 attempts, backoff from 50 ms doubling to 1 s, within
-      the deadline. Not the *_many streams: a stream that gRPC 1.51 retried after its server went
-      away could wait forever; they raise pkserve.Unavailable instead.
+      the deadline. Not the *_many streams: a stream that python3-grpcio 1.51 retried after its
+      server went away could wait forever; they raise pkserve.Unavailable instead.
     lb_policy: None, "pick_first" or "round_robin" (every address of the target in turn).
     """
 
