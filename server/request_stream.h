@@ -127,7 +127,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // operation started after that would touch both.
   Actions NextActionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts `actions` (from NextActionsLocked), then whatever the state calls for once they are
-  // started (the finish another thread deferred to it, say), until nothing is left.
+  // started (the finish another thread deferred to it, say), until nothing is left. A caller that
+  // gRPC does not hold the call for (OnAnswered, on the batcher's thread) calls it only with
+  // actions: with none, the stream may already be finished and freed.
   void Run(Actions actions) ABSL_LOCKS_EXCLUDED(mu_);
   void Perform(const Actions& actions) ABSL_LOCKS_EXCLUDED(mu_);
   // Parses the message just read and hands it to Admission, or answers it at once.

@@ -19,7 +19,7 @@ from pkserve import _tensors
 from pkserve.v1 import pkserve_pb2 as pb
 from pkserve.v1 import pkserve_pb2_grpc as pb_grpc
 
-_SERVICE = "/pkserve.v1.SparseMemory/"
+_SERVICE = f"/{_channel.SERVICE}/"  # the prefix of its methods' paths
 
 
 def bind_channel(client, channel, target, deadline, stream_deadline, max_in_flight, streams,
