@@ -251,7 +251,10 @@ Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceL
   } else if (variant == kStreamKernel && Use(paths.prefetch_rows, true)) {
     p.prefetch_bytes = Bf16Layout::kStagingBytes;
   }
-  if (variant == kStreamKernel) p.narrow_maxima = Use(paths.narrow_maxima, true) ? 1 : 0;
+  const bool bf16_default = variant == kDefaultKernel && problem.dtype == DType::kBFloat16;
+  if (variant == kStreamKernel || bf16_default) {
+    p.narrow_maxima = Use(paths.narrow_maxima, true) ? 1 : 0;
+  }
   const size_t shared = size_t{p.table_bytes} + slices * (p.warp_bytes + p.prefetch_bytes);
   if (shared > limits.shared_per_block) {
     return Error{"shape", std::string("the ") + KernelVariantName(variant) + " kernel needs " +

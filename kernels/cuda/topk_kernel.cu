@@ -47,7 +47,8 @@ namespace {
 // path's code changes the other instances' machine code.
 // kLean = false: PairAndWrite without LeanStage (the float32 small-factor and high-occupancy
 // instances). kUnrollOutput: PairAndWrite's output loops unrolled (the bfloat16 unrolled-output
-// instance, otherwise the default kernel).
+// instance, otherwise the default kernel). kNarrowPairs: the bfloat16 default kernel's factors
+// start their maxima bisection narrowed (RankFactors).
 template <class T>
 inline constexpr bool kLeanStages = T::kElementBytes == 2;  // float32 stages are never lean by default
 
@@ -104,7 +105,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
       if constexpr (kStreamed) {
         RankFactorsStreamed<T>(p, m, scores, row, row_step);
       } else {
-        RankFactors<T>(p, m, scores, first_factor, factor_step);
+        constexpr bool kNarrowPairs = T::kElementBytes == 2 && !kLatency && !kPaired &&
+                                      !kUnrollOutput && kMinBlocks == T::kMinBlocks;
+        RankFactors<T, kNarrowPairs>(p, m, scores, first_factor, factor_step);
       }
     }
     clock.Mark(kPhaseFactors);

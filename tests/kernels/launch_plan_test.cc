@@ -121,8 +121,15 @@ TEST(LaunchPlan, WideBfloat16FactorsTakeTheStreamedKernelWhereItsRoomCostsNoBloc
     EXPECT_EQ(plan.blocks, size_t{Bf16Layout::kMinBlocks} * 132) << "k=" << k;
   }
   EXPECT_EQ(Plan(Shape({4096, 4096}, 64, DType::kBFloat16), kManyRows).variant, kStreamKernel);
-  // k=128 and k=256: a fourth block's shared memory would not be left for the room.
-  EXPECT_EQ(Plan(Shape({1024, 1024}, 128, DType::kBFloat16), kManyRows).variant, kDefaultKernel);
+  // k=128 and k=256: a fourth block's shared memory would not be left for the room; k=128's
+  // default kernel narrows its maxima bisection too (eight maxima a lane).
+  const LaunchPlan k128 = Plan(Shape({1024, 1024}, 128, DType::kBFloat16), kManyRows);
+  EXPECT_EQ(k128.variant, kDefaultKernel);
+  EXPECT_EQ(k128.params.narrow_maxima, 1);
+  KernelPaths wide;
+  wide.narrow_maxima = Choice::kOff;
+  EXPECT_EQ(Plan(Shape({1024, 1024}, 128, DType::kBFloat16), kManyRows, wide).params.narrow_maxima,
+            0);
   EXPECT_EQ(Plan(Shape({1024, 1024}, 256, DType::kBFloat16), kManyRows).variant,
             kUnrolledOutputKernel);
   // k <= 32 on factors wider than a chunk: the high-occupancy kernel's six blocks.
@@ -155,10 +162,14 @@ TEST(LaunchPlan, LongBfloat16OutputsTakeTheUnrolledOutputKernelWhereTheDefaultWo
     EXPECT_EQ(plan.variant, kUnrolledOutputKernel) << widths.size() << " factors";
     EXPECT_EQ(plan.params.kk, 256u);
     EXPECT_EQ(plan.params.warps_per_row, 1);
-    // The default kernel's parameters, register cap and grid; only the instance differs.
+    // The default kernel's parameters (but its narrowed maxima bisection), register cap and grid.
     const LaunchPlan plain = Plan(problem, kManyRows, off);
     EXPECT_EQ(plain.variant, kDefaultKernel);
-    EXPECT_EQ(std::memcmp(&plan.params, &plain.params, sizeof(KernelParams)), 0);
+    EXPECT_EQ(plan.params.narrow_maxima, 0);
+    EXPECT_EQ(plain.params.narrow_maxima, 1);
+    KernelParams expected = plain.params;
+    expected.narrow_maxima = 0;
+    EXPECT_EQ(std::memcmp(&plan.params, &expected, sizeof(KernelParams)), 0);
     EXPECT_EQ(plan.blocks, plain.blocks);
     EXPECT_EQ(plan.shared_bytes, plain.shared_bytes);
   }

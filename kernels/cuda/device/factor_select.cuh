@@ -43,12 +43,12 @@ __device__ __forceinline__ void GroupMaxima(const uint32_t (&data)[T::kBlocksPer
 // the groups of kPerBlock / kGroups elements of the lane's blocks b < blocks: a bisection on the
 // key, each step one warp-wide count (no sort, no shared memory). A group of invalid (NaN) elements
 // has the key of -inf. Pre: at least kf groups. Post: at least kf groups reach the result.
-// kNarrow (the streamed kernel, a lane's four maxima, narrow != 0): the search starts between the
-// smallest and the largest over the lanes of each lane's j-th largest maximum, j = (kf - 1) / 32
-// (at least 32 (j + 1) >= kf maxima reach the smallest, at most 32 j < kf exceed the largest),
-// and stops at the first key that at least kf and at most kf + kf / 8 maxima reach: any key that
-// at least kf maxima reach is a valid threshold, and a few more survivors cost nothing while they
-// fit the survivor sort.
+// kNarrow (narrow != 0; the streamed kernel's four maxima a lane, the default kernel's eight): the
+// search starts between the smallest and the largest over the lanes of each lane's j-th largest
+// maximum, j = (kf - 1) / 32 (at least 32 (j + 1) >= kf maxima reach the smallest, at most
+// 32 j < kf exceed the largest), and stops at the first key that at least kf and at most
+// kf + kf / 8 maxima reach: any key that at least kf maxima reach is a valid threshold, and a few
+// more survivors cost nothing while they fit the survivor sort.
 template <class T, int kGroups, bool kNarrow = false>
 __device__ __forceinline__ uint32_t KthGroupMaximum16(const uint32_t (&data)[T::kBlocksPerLane][4],
                                                       int lane, int blocks, int kf,
@@ -96,6 +96,25 @@ __device__ __forceinline__ uint32_t KthGroupMaximum16(const uint32_t (&data)[T::
       high = jth;
       enough = static_cast<uint32_t>(kf + (kf >> 3));
     }
+  } else if constexpr (kNarrow && kMaxima == 8) {
+    if (narrow != 0) {
+      // The lane's maxima sorted descending in registers (invalid ones are 0), then its j-th.
+      uint32_t v[kMaxima];
+#pragma unroll
+      for (int e = 0; e < kMaxima; ++e) v[e] = maxima[e];
+#pragma unroll
+      for (int size = 2; size <= kMaxima; size <<= 1) {
+        InLaneMirror<kMaxima>(v, size);
+        InLaneStrides<kMaxima>(v, size >> 2);
+      }
+      const int j = (kf - 1) >> 5;
+      uint32_t jth = v[0];
+#pragma unroll
+      for (int e = 1; e < kMaxima; ++e) jth = j == e ? v[e] : jth;
+      low = jth;
+      high = jth;
+      enough = static_cast<uint32_t>(kf + (kf >> 3));
+    }
   }
   // Invariant: at least kf maxima reach `low`, fewer than kf exceed `high`.
   low = __reduce_min_sync(kFullMask, low);
@@ -135,12 +154,14 @@ __device__ __forceinline__ void TopSorted(const WarpMemory<T>& m, int count, int
 
 // Ranks factor f: its `kf` best columns by (key desc, column desc), written as values (NaN ->
 // -inf) and columns to list_value / list_column. factor: the factor's first element (global).
+// kNarrowPairs (the bfloat16 default kernel): where a block holds two groups (eight maxima a lane),
+// the maxima bisection starts narrowed (KthGroupMaximum16's kNarrow, p.narrow_maxima).
 // kStreamed (the streamed kernel; p.prefetch_bytes > 0: a room of one chunk a warp, after all the
 // slices): once the first chunk is in registers, the full blocks of the first chunk of `next`
 // (width `next_width`; nullptr: none) are copied into the room asynchronously, each lane the blocks
 // it loads itself, so that the next factor (of this row, or of the warp's next row) waits on
 // shared memory, not DRAM; `prefetched` says that the previous call did so for this factor.
-template <class T, bool kStreamed = false>
+template <class T, bool kStreamed = false, bool kNarrowPairs = false>
 __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, const KernelParams& p,
                              const WarpMemory<T>& m, float* list_value, uint32_t* list_column,
                              const uint8_t* next = nullptr, uint32_t next_width = 0,
@@ -220,7 +241,8 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
             const uint32_t kth16 =
                 per_block == 1   ? KthGroupMaximum16<T, 1, kStreamed>(
                                        data, lane, blocks, kf, kStreamed ? p.narrow_maxima : 0)
-                : per_block == 2 ? KthGroupMaximum16<T, 2>(data, lane, blocks, kf)
+                : per_block == 2 ? KthGroupMaximum16<T, 2, kNarrowPairs>(
+                                       data, lane, blocks, kf, kNarrowPairs ? p.narrow_maxima : 0)
                                  : KthGroupMaximum16<T, T::kMaxGroupsPerBlock>(data, lane, blocks, kf);
             // The float key of that bfloat16 value: low half 0 when positive, all ones when not.
             kth = (kth16 << 16) | ((kth16 & 0x8000u) ? 0u : 0xffffu);
@@ -300,14 +322,15 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
   __syncwarp();
 }
 
-// Ranks factors first, first + step, ... of one row into m's lists.
-template <class T>
+// Ranks factors first, first + step, ... of one row into m's lists (kNarrowPairs: SelectFactor's).
+template <class T, bool kNarrowPairs = false>
 __device__ void RankFactors(const KernelParams& p, const WarpMemory<T>& m, const uint8_t* scores,
                             int first, int step) {
   const int cap = p.list_capacity;
   for (int f = first; f < p.factors; f += step) {
-    SelectFactor<T>(scores + size_t{p.offset[f]} * T::kElementBytes, p.width[f], p.list_size[f], p,
-                    m, m.list_value + f * cap, m.list_column + f * cap);
+    SelectFactor<T, false, kNarrowPairs>(scores + size_t{p.offset[f]} * T::kElementBytes,
+                                         p.width[f], p.list_size[f], p, m, m.list_value + f * cap,
+                                         m.list_column + f * cap);
   }
 }
 
