@@ -110,8 +110,8 @@ struct KernelParams {
   // With paired_sort: bytes a warp for the prefetch of its next row (0: none), after the slices.
   // In the streamed kernel: bytes a warp for the prefetch of the next factor's first chunk.
   uint32_t prefetch_bytes;
-  // The streamed and the bfloat16 default kernels only: their maxima bisection starts from the
-  // lanes' j-th maxima and stops early (KthGroupMaximum16, kNarrow).
+  // The streamed kernel and the bfloat16 default and latency kernels only: their maxima bisection
+  // starts from the lanes' j-th maxima and stops early (KthGroupMaximum16, kNarrow).
   int narrow_maxima;
 };
 

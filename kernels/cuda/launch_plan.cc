@@ -251,8 +251,9 @@ Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceL
   } else if (variant == kStreamKernel && Use(paths.prefetch_rows, true)) {
     p.prefetch_bytes = Bf16Layout::kStagingBytes;
   }
-  const bool bf16_default = variant == kDefaultKernel && problem.dtype == DType::kBFloat16;
-  if (variant == kStreamKernel || bf16_default) {
+  const bool bf16_narrowed =
+      problem.dtype == DType::kBFloat16 && (variant == kDefaultKernel || variant == kLatencyKernel);
+  if (variant == kStreamKernel || bf16_narrowed) {
     p.narrow_maxima = Use(paths.narrow_maxima, true) ? 1 : 0;
   }
   const size_t shared = size_t{p.table_bytes} + slices * (p.warp_bytes + p.prefetch_bytes);

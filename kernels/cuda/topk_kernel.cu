@@ -47,8 +47,9 @@ namespace {
 // path's code changes the other instances' machine code.
 // kLean = false: PairAndWrite without LeanStage (the float32 small-factor and high-occupancy
 // instances). kUnrollOutput: PairAndWrite's output loops unrolled (the bfloat16 unrolled-output
-// instance, otherwise the default kernel). kNarrowPairs: the bfloat16 default kernel's factors
-// start their maxima bisection narrowed (RankFactors).
+// instance, otherwise the default kernel). The bfloat16 default kernel's factors start their maxima
+// bisection narrowed where a lane holds eight maxima, the latency kernel's where it holds four or
+// eight (RankFactors' kNarrowPairs, kLatency).
 template <class T>
 inline constexpr bool kLeanStages = T::kElementBytes == 2;  // float32 stages are never lean by default
 
@@ -105,9 +106,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
       if constexpr (kStreamed) {
         RankFactorsStreamed<T>(p, m, scores, row, row_step);
       } else {
-        constexpr bool kNarrowPairs = T::kElementBytes == 2 && !kLatency && !kPaired &&
-                                      !kUnrollOutput && kMinBlocks == T::kMinBlocks;
-        RankFactors<T, kNarrowPairs>(p, m, scores, first_factor, factor_step);
+        constexpr bool kNarrowPairs =
+            T::kElementBytes == 2 &&
+            (kLatency || (!kPaired && !kUnrollOutput && kMinBlocks == T::kMinBlocks));
+        RankFactors<T, kNarrowPairs, kLatency>(p, m, scores, first_factor, factor_step);
       }
     }
     clock.Mark(kPhaseFactors);

@@ -61,6 +61,20 @@ TEST(LaunchPlan, UpToTwoRowsAMultiprocessorTakeTheLatencyKernelWithABlockPerRow)
   EXPECT_NE(Plan(problem, 265).variant, kLatencyKernel);
 }
 
+TEST(LaunchPlan, TheLatencyKernelNarrowsItsBfloat16MaximaBisection) {
+  // Four maxima a lane (k=64 on 1024-wide factors) and eight (k=128), as the streamed and the
+  // default kernels do; float32 has no such bisection.
+  for (const uint32_t k : {64u, 128u}) {
+    const LaunchPlan plan = Plan(Shape({1024, 1024}, k, DType::kBFloat16), 1);
+    EXPECT_EQ(plan.variant, kLatencyKernel) << "k=" << k;
+    EXPECT_EQ(plan.params.narrow_maxima, 1) << "k=" << k;
+  }
+  KernelPaths wide;
+  wide.narrow_maxima = Choice::kOff;
+  EXPECT_EQ(Plan(Shape({1024, 1024}, 64, DType::kBFloat16), 1, wide).params.narrow_maxima, 0);
+  EXPECT_EQ(Plan(Shape({1024, 1024}, 64, DType::kFloat32), 1).params.narrow_maxima, 0);
+}
+
 TEST(LaunchPlan, FourFactorsLeaveNoSpareWarpAndWarpZeroBuildsTheTable) {
   const LaunchPlan plan = Plan(Shape({16, 16, 16, 16}, 32, DType::kFloat32), 8);
   EXPECT_EQ(plan.variant, kLatencyKernel);

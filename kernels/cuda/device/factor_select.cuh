@@ -154,14 +154,16 @@ __device__ __forceinline__ void TopSorted(const WarpMemory<T>& m, int count, int
 
 // Ranks factor f: its `kf` best columns by (key desc, column desc), written as values (NaN ->
 // -inf) and columns to list_value / list_column. factor: the factor's first element (global).
-// kNarrowPairs (the bfloat16 default kernel): where a block holds two groups (eight maxima a lane),
-// the maxima bisection starts narrowed (KthGroupMaximum16's kNarrow, p.narrow_maxima).
+// kNarrowPairs (the bfloat16 default and latency kernels): where a block holds two groups (eight
+// maxima a lane), the maxima bisection starts narrowed (KthGroupMaximum16's kNarrow,
+// p.narrow_maxima). kLatency (the latency kernel): also where a block holds one group (four maxima
+// a lane), as in the streamed kernel.
 // kStreamed (the streamed kernel; p.prefetch_bytes > 0: a room of one chunk a warp, after all the
 // slices): once the first chunk is in registers, the full blocks of the first chunk of `next`
 // (width `next_width`; nullptr: none) are copied into the room asynchronously, each lane the blocks
 // it loads itself, so that the next factor (of this row, or of the warp's next row) waits on
 // shared memory, not DRAM; `prefetched` says that the previous call did so for this factor.
-template <class T, bool kStreamed = false, bool kNarrowPairs = false>
+template <class T, bool kStreamed = false, bool kNarrowPairs = false, bool kLatency = false>
 __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, const KernelParams& p,
                              const WarpMemory<T>& m, float* list_value, uint32_t* list_column,
                              const uint8_t* next = nullptr, uint32_t next_width = 0,
@@ -239,8 +241,9 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
           if (p.bisect_maxima == 2 ||
               (p.bisect_maxima == 1 && (groups > 128 || blocks == 32 * T::kBlocksPerLane))) {
             const uint32_t kth16 =
-                per_block == 1   ? KthGroupMaximum16<T, 1, kStreamed>(
-                                       data, lane, blocks, kf, kStreamed ? p.narrow_maxima : 0)
+                per_block == 1   ? KthGroupMaximum16<T, 1, kStreamed || kLatency>(
+                                       data, lane, blocks, kf,
+                                       kStreamed || kLatency ? p.narrow_maxima : 0)
                 : per_block == 2 ? KthGroupMaximum16<T, 2, kNarrowPairs>(
                                        data, lane, blocks, kf, kNarrowPairs ? p.narrow_maxima : 0)
                                  : KthGroupMaximum16<T, T::kMaxGroupsPerBlock>(data, lane, blocks, kf);
@@ -322,15 +325,16 @@ __device__ void SelectFactor(const uint8_t* factor, uint32_t width, int kf, cons
   __syncwarp();
 }
 
-// Ranks factors first, first + step, ... of one row into m's lists (kNarrowPairs: SelectFactor's).
-template <class T, bool kNarrowPairs = false>
+// Ranks factors first, first + step, ... of one row into m's lists (kNarrowPairs, kLatency:
+// SelectFactor's).
+template <class T, bool kNarrowPairs = false, bool kLatency = false>
 __device__ void RankFactors(const KernelParams& p, const WarpMemory<T>& m, const uint8_t* scores,
                             int first, int step) {
   const int cap = p.list_capacity;
   for (int f = first; f < p.factors; f += step) {
-    SelectFactor<T, false, kNarrowPairs>(scores + size_t{p.offset[f]} * T::kElementBytes,
-                                         p.width[f], p.list_size[f], p, m, m.list_value + f * cap,
-                                         m.list_column + f * cap);
+    SelectFactor<T, false, kNarrowPairs, kLatency>(
+        scores + size_t{p.offset[f]} * T::kElementBytes, p.width[f], p.list_size[f], p, m,
+        m.list_value + f * cap, m.list_column + f * cap);
   }
 }
 

@@ -70,6 +70,8 @@ __device__ __forceinline__ uint32_t StageBound(const KernelParams& p, int f, con
 // above the bound, stripped of the trailing zero bits they all share, fit beside the tie bits
 // (bfloat16 sums nearly always do), else 64. Writes the kept pair codes, best first, to m.scores.
 // Returns false, having written nothing, when more than kStageCapacity candidates reach the bound.
+// kLatency: the candidates are scored four a lane at a time (the latency kernel's lone pairing
+// warp).
 template <class T, bool kLatency = false>
 __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
                           int f, const float* run_value) {
@@ -82,11 +84,9 @@ __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const u
   int count = 0;
   uint32_t spread = 0;  // OR of the survivors' distances above the bound
   uint32_t widest = 0;  // the largest distance
-  for (int base = 0; base < total; base += 32) {
-    // Lanes past the end score the last candidate again and pass none: no branch around the loads.
-    const int c = base + lane;
-    const uint32_t code = pairs[min(c, total - 1)];
-    const uint32_t score = CandidateScore(code, run_value, factor_value);
+  // Candidate c (lanes past the end score the last candidate again and pass none: no branch
+  // around the loads): stored, and counted, when it reaches the bound.
+  auto take = [&](int c, uint32_t code, uint32_t score) {
     const bool pass = c < total && score >= bound;
     const unsigned passing = __ballot_sync(kFullMask, pass);
     const int at = count + __popc(passing & lanes_below);
@@ -98,6 +98,28 @@ __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const u
     spread |= distance;
     widest = max(widest, distance);
     count += __popc(passing);
+  };
+  if constexpr (kLatency) {
+    // The lone pairing warp: four candidates a lane loaded and scored before any is taken, so
+    // that their shared-memory reads overlap (the stores of `take` could alias them for all the
+    // compiler knows, so it keeps each pass's reads behind the previous pass's stores).
+    constexpr int kGroup = 4;
+    for (int base = 0; base < total; base += 32 * kGroup) {
+      uint32_t code[kGroup];
+      uint32_t score[kGroup];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) code[g] = pairs[min(base + 32 * g + lane, total - 1)];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) score[g] = CandidateScore(code[g], run_value, factor_value);
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) take(base + 32 * g + lane, code[g], score[g]);
+    }
+  } else {
+    for (int base = 0; base < total; base += 32) {
+      const int c = base + lane;
+      const uint32_t code = pairs[min(c, total - 1)];
+      take(c, code, CandidateScore(code, run_value, factor_value));
+    }
   }
   if (count > kStageCapacity) return false;
   __syncwarp();

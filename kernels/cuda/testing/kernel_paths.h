@@ -42,8 +42,9 @@ struct KernelPaths {
                                           // row: a kernel of its own that prefetches (by default
                                           // where its room costs no resident block; for k <= 32
                                           // only where every factor is one chunk wide)
-  Choice narrow_maxima = Choice::kAuto;   // in the streamed kernel: the maxima bisection starts
-                                          // from the lanes' j-th maxima and stops early
+  Choice narrow_maxima = Choice::kAuto;   // in the streamed kernel and the bfloat16 default and
+                                          // latency kernels: the maxima bisection starts from
+                                          // the lanes' j-th maxima and stops early
   Choice unrolled_output = Choice::kAuto; // bfloat16 rows that would take the default kernel:
                                           // the loops over the last stage's pairs and the
                                           // output unrolled, in a kernel of its own (by default
