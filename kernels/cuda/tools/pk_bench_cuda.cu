@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_resources.h"
+#include "kernels/cuda/kernel_params.h"
+#include "kernels/cuda/launch_plan.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/phase_timing.h"
 #include "kernels/cuda/testing/kernel_paths.h"
@@ -66,6 +68,9 @@ __global__ void Spin(long long cycles) {
 // Does nothing: timed like the top-k launches, the floor that launch and events alone put under
 // any kernel time of the latency table.
 __global__ void Empty() {}
+
+// Does nothing with the top-k kernels' parameters: the floor with their parameter block's copy.
+__global__ void EmptyWithParameters(const __grid_constant__ pk::cuda::KernelParams) {}
 
 struct Config {
   std::vector<uint32_t> widths;
@@ -415,12 +420,27 @@ int main(int argc, char** argv) {
                   label.empty() ? "default" : label.c_str(), rows, kernel_us, round_us);
     }
   }
-  {
+  // The floors: an empty kernel; one that takes the top-k kernels' parameter block (its size is
+  // part of every launch); and that one with the one-row launch's block and dynamic shared
+  // memory, which the Spin kernel between launches does not use (the multiprocessor may have to
+  // change its shared-memory carveout for each launch).
+  const pk::cuda::KernelParams parameters{};
+  const pk::cuda::LaunchPlan one_row =
+      ValueOrExit(pk::cuda::PlanLaunch(problem, 1, launcher.limits(), pk::cuda::KernelPaths{}));
+  CUDA_OK(cudaFuncSetAttribute(EmptyWithParameters, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(launcher.limits().shared_per_block)));
+  for (const int floor : {0, 1, 2}) {
     std::vector<float> empty_ms;
     for (int r = 0; r < latency_repeats + 5; ++r) {
       Spin<<<1, 1, 0, stream>>>(100000);
       CUDA_OK(cudaEventRecord(start, stream));
-      Empty<<<1, 64, 0, stream>>>();
+      if (floor == 2) {
+        EmptyWithParameters<<<1, one_row.threads, one_row.shared_bytes, stream>>>(parameters);
+      } else if (floor == 1) {
+        EmptyWithParameters<<<1, 64, 0, stream>>>(parameters);
+      } else {
+        Empty<<<1, 64, 0, stream>>>();
+      }
       CUDA_OK(cudaEventRecord(stop, stream));
       CUDA_OK(cudaEventSynchronize(stop));
       float ms = 0;
@@ -428,8 +448,20 @@ int main(int argc, char** argv) {
       if (r >= 5) empty_ms.push_back(ms);
     }
     CUDA_OK(cudaGetLastError());
-    std::printf("%10s %14.1f   (an empty kernel, same events)\n", "floor", Median(empty_ms) * 1e3);
-    std::printf("{\"bench\":\"latency_floor\",\"kernel_us\":%.2f}\n", Median(empty_ms) * 1e3);
+    if (floor == 2) {
+      std::printf("%10s %14.1f   (and the one-row launch's %u threads and %zu bytes of shared memory)\n",
+                  "floor", Median(empty_ms) * 1e3, one_row.threads, one_row.shared_bytes);
+      std::printf("{\"bench\":\"latency_floor_one_row_launch\",\"kernel_us\":%.2f,"
+                  "\"shared_bytes\":%zu}\n", Median(empty_ms) * 1e3, one_row.shared_bytes);
+    } else if (floor == 1) {
+      std::printf("%10s %14.1f   (the same with the top-k's %zu-byte parameter block)\n", "floor",
+                  Median(empty_ms) * 1e3, sizeof(pk::cuda::KernelParams));
+      std::printf("{\"bench\":\"latency_floor_parameters\",\"kernel_us\":%.2f,\"parameter_bytes\":%zu}\n",
+                  Median(empty_ms) * 1e3, sizeof(pk::cuda::KernelParams));
+    } else {
+      std::printf("%10s %14.1f   (an empty kernel, same events)\n", "floor", Median(empty_ms) * 1e3);
+      std::printf("{\"bench\":\"latency_floor\",\"kernel_us\":%.2f}\n", Median(empty_ms) * 1e3);
+    }
   }
   return 0;
 }
