@@ -658,6 +658,16 @@ TEST_F(AbuseTest, MalformedFramesAndAbruptDisconnectsOverRawHttp2) {
   ExpectUnharmed();
 }
 
+// Cancels a TopKStream call, reads whatever answers are left and ends it.
+void CancelAndEnd(grpc::ClientContext& context,
+                  grpc::ClientReaderWriter<v1::TopKRequest, v1::TopKStreamResponse>& stream) {
+  context.TryCancel();
+  v1::TopKStreamResponse answer;
+  while (stream.Read(&answer)) {
+  }
+  stream.Finish();
+}
+
 TEST_F(AbuseTest, CallersThatCancelOrHangUpMidRequestLeaveNoTrace) {
   StartServer();
   const pk::Problem problem = MakeProblem({1024, 1024}, 64, pk::DType::kBFloat16);
@@ -700,10 +710,7 @@ TEST_F(AbuseTest, CallersThatCancelOrHangUpMidRequestLeaveNoTrace) {
           for (int i = 0; i < 5; ++i) stream->Write(requests[i % requests.size()]);
           v1::TopKStreamResponse answer;
           stream->Read(&answer);
-          context.TryCancel();
-          while (stream->Read(&answer)) {
-          }
-          stream->Finish();
+          CancelAndEnd(context, *stream);
         }
         // Sometimes drop the connection with the call's successor already racing it.
         if (engine() % 8 == 0) {
@@ -760,10 +767,7 @@ TEST_F(AbuseTest, StreamsCancelledWhileTheirAnswersArriveLeaveNoTrace) {
             ++wrong;
           }
         }
-        context.TryCancel();
-        while (stream->Read(&answer)) {
-        }
-        stream->Finish();
+        CancelAndEnd(context, *stream);
         ++streams;
       }
     });
