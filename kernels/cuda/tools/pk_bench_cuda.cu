@@ -429,17 +429,30 @@ int main(int argc, char** argv) {
       ValueOrExit(pk::cuda::PlanLaunch(problem, 1, launcher.limits(), pk::cuda::KernelPaths{}));
   CUDA_OK(cudaFuncSetAttribute(EmptyWithParameters, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(launcher.limits().shared_per_block)));
-  for (const int floor : {0, 1, 2}) {
+  struct Floor {
+    std::string what;
+    const char* name;  // its JSON line's "bench"
+    bool parameters;   // EmptyWithParameters (else Empty)
+    unsigned threads;
+    size_t shared_bytes;
+  };
+  const Floor floors[] = {
+      {"an empty kernel, same events", "latency_floor", false, 64, 0},
+      {"the same with the top-k's " + std::to_string(sizeof(pk::cuda::KernelParams)) +
+           "-byte parameter block",
+       "latency_floor_parameters", true, 64, 0},
+      {"and the one-row launch's " + std::to_string(one_row.threads) + " threads and " +
+           std::to_string(one_row.shared_bytes) + " bytes of shared memory",
+       "latency_floor_one_row_launch", true, one_row.threads, one_row.shared_bytes}};
+  for (const Floor& floor : floors) {
     std::vector<float> empty_ms;
     for (int r = 0; r < latency_repeats + 5; ++r) {
       Spin<<<1, 1, 0, stream>>>(100000);
       CUDA_OK(cudaEventRecord(start, stream));
-      if (floor == 2) {
-        EmptyWithParameters<<<1, one_row.threads, one_row.shared_bytes, stream>>>(parameters);
-      } else if (floor == 1) {
-        EmptyWithParameters<<<1, 64, 0, stream>>>(parameters);
+      if (floor.parameters) {
+        EmptyWithParameters<<<1, floor.threads, floor.shared_bytes, stream>>>(parameters);
       } else {
-        Empty<<<1, 64, 0, stream>>>();
+        Empty<<<1, floor.threads, floor.shared_bytes, stream>>>();
       }
       CUDA_OK(cudaEventRecord(stop, stream));
       CUDA_OK(cudaEventSynchronize(stop));
@@ -448,20 +461,12 @@ int main(int argc, char** argv) {
       if (r >= 5) empty_ms.push_back(ms);
     }
     CUDA_OK(cudaGetLastError());
-    if (floor == 2) {
-      std::printf("%10s %14.1f   (and the one-row launch's %u threads and %zu bytes of shared memory)\n",
-                  "floor", Median(empty_ms) * 1e3, one_row.threads, one_row.shared_bytes);
-      std::printf("{\"bench\":\"latency_floor_one_row_launch\",\"kernel_us\":%.2f,"
-                  "\"shared_bytes\":%zu}\n", Median(empty_ms) * 1e3, one_row.shared_bytes);
-    } else if (floor == 1) {
-      std::printf("%10s %14.1f   (the same with the top-k's %zu-byte parameter block)\n", "floor",
-                  Median(empty_ms) * 1e3, sizeof(pk::cuda::KernelParams));
-      std::printf("{\"bench\":\"latency_floor_parameters\",\"kernel_us\":%.2f,\"parameter_bytes\":%zu}\n",
-                  Median(empty_ms) * 1e3, sizeof(pk::cuda::KernelParams));
-    } else {
-      std::printf("%10s %14.1f   (an empty kernel, same events)\n", "floor", Median(empty_ms) * 1e3);
-      std::printf("{\"bench\":\"latency_floor\",\"kernel_us\":%.2f}\n", Median(empty_ms) * 1e3);
-    }
+    const double us = Median(empty_ms) * 1e3;
+    std::printf("%10s %14.1f   (%s)\n", "floor", us, floor.what.c_str());
+    std::printf("{\"bench\":\"%s\",\"kernel_us\":%.2f,\"parameter_bytes\":%zu,\"threads\":%u,"
+                "\"shared_bytes\":%zu}\n",
+                floor.name, us, floor.parameters ? sizeof(pk::cuda::KernelParams) : size_t{0},
+                floor.threads, floor.shared_bytes);
   }
   return 0;
 }
