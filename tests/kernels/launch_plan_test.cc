@@ -121,6 +121,35 @@ TEST(LaunchPlan, WidthsUpTo64TakeTheSmallFactorKernelWhereSharedMemoryLetsItsBlo
   EXPECT_EQ(crowded.variant, kDefaultKernel);
 }
 
+TEST(LaunchPlan, SmallFactorSlicesGoWithoutTheHistogramWhereNoStageCanUseIt) {
+  // The histogram serves radix counts over more than 256 keys: no small-factor row has any where
+  // every stage's candidates fit 256.
+  for (const auto& [widths, k, dtype] :
+       {std::tuple{std::vector<uint32_t>{16, 16, 16, 16}, 32u, DType::kFloat32},
+        std::tuple{std::vector<uint32_t>{32, 32, 32, 32}, 64u, DType::kBFloat16},
+        std::tuple{std::vector<uint32_t>{8, 8, 8, 8}, 16u, DType::kFloat32}}) {
+    for (const size_t rows : {size_t{1}, kManyRows}) {
+      const KernelParams p = Plan(Shape(widths, k, dtype), rows).params;
+      EXPECT_GT(p.small_segment, 0);
+      EXPECT_LE(p.candidate_capacity, 256);
+      for (int f = 1; f < p.factors; ++f) EXPECT_LE(p.candidates[f], p.candidate_capacity);
+      EXPECT_EQ(p.union_offset, p.histogram_offset) << widths.size() << " factors, k " << k;
+    }
+  }
+  // Wider factors, or more candidates than 256, keep it.
+  for (const auto& [widths, k] : {std::tuple{std::vector<uint32_t>{1024, 1024}, 64u},
+                                   std::tuple{std::vector<uint32_t>{64, 64, 64}, 64u},
+                                   std::tuple{std::vector<uint32_t>{256, 256}, 64u}}) {
+    const KernelParams p = Plan(Shape(widths, k, DType::kBFloat16), kManyRows).params;
+    EXPECT_EQ(p.union_offset, p.histogram_offset + 256 * 4) << widths.front() << " wide, k " << k;
+  }
+  KernelPaths no_small;
+  no_small.small_factors = Choice::kOff;
+  const KernelParams general = Plan(Shape({16, 16, 16, 16}, 32, DType::kFloat32), kManyRows, no_small).params;
+  EXPECT_EQ(general.small_segment, 0);
+  EXPECT_EQ(general.union_offset, general.histogram_offset + 256 * 4);
+}
+
 TEST(LaunchPlan, WideBfloat16FactorsTakeTheStreamedKernelWhereItsRoomCostsNoBlock) {
   for (const uint32_t k : {1u, 4u, 32u, 64u}) {
     const LaunchPlan plan = Plan(Shape({1024, 1024}, k, DType::kBFloat16), kManyRows);
