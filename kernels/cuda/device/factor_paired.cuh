@@ -172,6 +172,71 @@ __device__ __noinline__ bool RankPairedFactors(const KernelParams& p, float* lis
   return true;
 }
 
+// The 64 largest of each of the two segments of 256 keys that lanes 0-15 and 16-31 hold, 16 keys a
+// lane as sorted runs of 64 (four lanes each; WarpSortSegments with segment 64), sorted descending
+// into keys[0 .. 4) (lane l: ranks (l & 15) * 4 + e of its segment): a bitonic top-k in place of
+// the sort's last two phases. Twice, the larger half of two sorted runs is kept (max(A[j], B[63 -
+// j]) over j: the 64 largest of both, a bitonic sequence) and merged, each time with half the keys
+// a lane, so that those steps cost a half and a quarter of the sort's. keys[4 .. 16) are left
+// undefined. exchange: 512 keys, warp-private, 16-byte aligned.
+__device__ __forceinline__ void TopSixtyFourOfRuns(uint32_t (&keys)[16], uint32_t* exchange) {
+  const int lane = LaneId();
+  // Runs of 64 (four lanes each) to shared memory in index order: run r of the warp (r = lane / 4)
+  // at exchange[64 r ..].
+  uint4* vectors = AsVectors(exchange + lane * 16);
+#pragma unroll
+  for (int v = 0; v < 4; ++v) vectors[v] = ToVector(keys + 4 * v);
+  __syncwarp();
+  // Round 1: lanes 8p .. 8p + 7 keep C[j] = max(A[j], B[63 - j]) of runs A = 2p, B = 2p + 1, eight
+  // j a lane (j = 8 (lane & 7) + e); C is bitonic, and the merge sorts it (index x = 8 lane + e
+  // within its block of 64, eight lanes).
+  {
+    const uint32_t* a = exchange + (lane >> 3) * 128 + (lane & 7) * 8;
+    const uint32_t* b = exchange + (lane >> 3) * 128 + 64 + (56 - (lane & 7) * 8);  // B[63 - j]
+    uint32_t from_a[8];
+    uint32_t from_b[8];
+    FromVector(AsVectors(a)[0], from_a);
+    FromVector(AsVectors(a)[1], from_a + 4);
+    FromVector(AsVectors(b)[0], from_b);
+    FromVector(AsVectors(b)[1], from_b + 4);
+    uint32_t half[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) half[e] = max(from_a[e], from_b[7 - e]);
+    __syncwarp();
+#pragma unroll
+    for (int mask = 4; mask > 0; mask >>= 1) {
+      CrossLaneStep<8, false>(half, exchange, lane, mask, (lane & mask) == 0);
+    }
+    InLaneStrides<8>(half, 4);
+    // The two sorted runs of 64 of each segment, in index order: run q = lane / 8 at 64 q.
+    uint4* out = AsVectors(exchange + lane * 8);
+    out[0] = ToVector(half);
+    out[1] = ToVector(half + 4);
+  }
+  __syncwarp();
+  // Round 2: lanes 16s .. 16s + 15 keep D[j] = max(C0[j], C1[63 - j]) of segment s's two runs,
+  // four j a lane (j = 4 (lane & 15) + e), and merge D (index x = 4 lane + e, sixteen lanes).
+  {
+    const uint32_t* c0 = exchange + (lane >> 4) * 128 + (lane & 15) * 4;
+    const uint32_t* c1 = exchange + (lane >> 4) * 128 + 64 + (60 - (lane & 15) * 4);  // C1[63 - j]
+    uint32_t from_0[4];
+    uint32_t from_1[4];
+    FromVector(AsVectors(c0)[0], from_0);
+    FromVector(AsVectors(c1)[0], from_1);
+    uint32_t top[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) top[e] = max(from_0[e], from_1[3 - e]);
+    __syncwarp();
+#pragma unroll
+    for (int mask = 8; mask > 0; mask >>= 1) {
+      CrossLaneStep<4, false>(top, exchange, lane, mask, (lane & mask) == 0);
+    }
+    InLaneStrides<4>(top, 2);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) keys[e] = top[e];
+  }
+}
+
 // Ranks both factors of a two-factor bfloat16 row whose widths are at most 256 (p.paired_factors)
 // by one register sort of all their elements: lanes 0-15 hold factor 0's blocks, lanes 16-31 factor
 // 1's, two blocks a lane, each element as its distinct composite key (ordered value << 16 |
@@ -252,10 +317,26 @@ __device__ __noinline__ bool SortPairedFactors(const KernelParams& p, float* lis
                             : 0u;
     }
   }
-  WarpSortSegments<E>(keys, exchange, 16 * E);
+  // Where both lists are 64 long, runs of 64 sorted and their 64 largest kept (TopSixtyFourOfRuns),
+  // else the whole segments sorted.
+  const bool top64 = p.list_size[0] == 64 && p.list_size[1] == 64;
+  WarpSortSegments<E>(keys, exchange, top64 ? 64 : 16 * E);
   prefetch_next();  // this row's blocks are read: the sort used them all
-  // Lane l holds ranks (l & 15) * 16 + e of factor l >> 4.
   const int kf = f == 0 ? p.list_size[0] : p.list_size[1];
+  if (top64) {
+    TopSixtyFourOfRuns(keys, exchange);
+    // Lane l holds ranks (l & 15) * 4 + e of factor l >> 4.
+    const int first = (lane & 15) * 4;
+    *AsVectors(list_value + f * p.list_capacity + first) =
+        make_uint4(__float_as_uint(T::KeyValue(keys[0])), __float_as_uint(T::KeyValue(keys[1])),
+                   __float_as_uint(T::KeyValue(keys[2])), __float_as_uint(T::KeyValue(keys[3])));
+    *AsVectors(list_column + f * p.list_capacity + first) =
+        make_uint4(T::KeyColumn(keys[0]), T::KeyColumn(keys[1]), T::KeyColumn(keys[2]),
+                   T::KeyColumn(keys[3]));
+    __syncwarp();
+    return true;
+  }
+  // Lane l holds ranks (l & 15) * 16 + e of factor l >> 4.
   const int first = (lane & 15) * E;
   float* values = list_value + f * p.list_capacity + first;
   uint32_t* columns = list_column + f * p.list_capacity + first;
