@@ -244,6 +244,8 @@ __device__ __forceinline__ void TopSixtyFourOfRuns(uint32_t (&keys)[16], uint32_
 // sorted at once, 16 keys a lane: 10 exchange steps, where RankPairedFactors takes 17 in its two
 // sorts besides the maxima, the threshold, the marking and the survivors' compaction. The sorted
 // segments are SelectFactor's lists (the same keys ranked the same way), for every kf up to 256.
+// Where both lists are 64 long, only runs of 64 are sorted and TopSixtyFourOfRuns keeps their 64
+// largest (256x256 k=64 +13.6 % on the H100, NOTES.md).
 // exchange: 512 keys, warp-private, 16-byte aligned.
 // Prefetch (p.prefetch_bytes > 0: 1 KB a warp, after all the slices): the full blocks of the
 // warp's next row (`next`, or nullptr for none) are copied there asynchronously once this row's are
