@@ -172,69 +172,57 @@ __device__ __noinline__ bool RankPairedFactors(const KernelParams& p, float* lis
   return true;
 }
 
+// One round of TopSixtyFourOfRuns, H keys a lane: exchange holds sorted runs of 64 in index order;
+// lanes L p .. L p + L - 1 (L = 64 / H) keep C[j] = max(A[j], B[63 - j]) of runs A = 2p and B =
+// 2p + 1, H of its j a lane (j = H (lane % L) + e); C, the 64 largest of both, is bitonic, and the
+// merge sorts it into top (index x = H (lane % L) + e within its run of 64).
+template <int H>
+__device__ __forceinline__ void KeepLargerHalfOfRuns(uint32_t* exchange, int lane, uint32_t (&top)[H]) {
+  constexpr int kLanes = 64 / H;
+  const uint32_t* a = exchange + (lane / kLanes) * 128 + (lane % kLanes) * H;
+  const uint32_t* b = exchange + (lane / kLanes) * 128 + 64 + (64 - H - (lane % kLanes) * H);
+  uint32_t from_a[H];
+  uint32_t from_b[H];  // from_b[H - 1 - e] = B[63 - j]
+#pragma unroll
+  for (int v = 0; v < H / 4; ++v) FromVector(AsVectors(a)[v], from_a + 4 * v);
+#pragma unroll
+  for (int v = 0; v < H / 4; ++v) FromVector(AsVectors(b)[v], from_b + 4 * v);
+#pragma unroll
+  for (int e = 0; e < H; ++e) top[e] = max(from_a[e], from_b[H - 1 - e]);
+  __syncwarp();
+#pragma unroll
+  for (int mask = kLanes / 2; mask > 0; mask >>= 1) {
+    CrossLaneStep<H, false>(top, exchange, lane, mask, (lane & mask) == 0);
+  }
+  InLaneStrides<H>(top, H / 2);
+}
+
 // The 64 largest of each of the two segments of 256 keys that lanes 0-15 and 16-31 hold, 16 keys a
 // lane as sorted runs of 64 (four lanes each; WarpSortSegments with segment 64), sorted descending
 // into keys[0 .. 4) (lane l: ranks (l & 15) * 4 + e of its segment): a bitonic top-k in place of
-// the sort's last two phases. Twice, the larger half of two sorted runs is kept (max(A[j], B[63 -
-// j]) over j: the 64 largest of both, a bitonic sequence) and merged, each time with half the keys
-// a lane, so that those steps cost a half and a quarter of the sort's. keys[4 .. 16) are left
-// undefined. exchange: 512 keys, warp-private, 16-byte aligned.
+// the sort's last two phases. Twice, the larger half of two sorted runs is kept and merged
+// (KeepLargerHalfOfRuns), each time with half the keys a lane, so that those steps cost a half and
+// a quarter of the sort's. keys[4 .. 16) are left undefined. exchange: 512 keys, warp-private,
+// 16-byte aligned.
 __device__ __forceinline__ void TopSixtyFourOfRuns(uint32_t (&keys)[16], uint32_t* exchange) {
   const int lane = LaneId();
-  // Runs of 64 (four lanes each) to shared memory in index order: run r of the warp (r = lane / 4)
-  // at exchange[64 r ..].
+  // Runs of 64 (four lanes each) to shared memory in index order: run r (r = lane / 4) at 64 r.
   uint4* vectors = AsVectors(exchange + lane * 16);
 #pragma unroll
   for (int v = 0; v < 4; ++v) vectors[v] = ToVector(keys + 4 * v);
   __syncwarp();
-  // Round 1: lanes 8p .. 8p + 7 keep C[j] = max(A[j], B[63 - j]) of runs A = 2p, B = 2p + 1, eight
-  // j a lane (j = 8 (lane & 7) + e); C is bitonic, and the merge sorts it (index x = 8 lane + e
-  // within its block of 64, eight lanes).
-  {
-    const uint32_t* a = exchange + (lane >> 3) * 128 + (lane & 7) * 8;
-    const uint32_t* b = exchange + (lane >> 3) * 128 + 64 + (56 - (lane & 7) * 8);  // B[63 - j]
-    uint32_t from_a[8];
-    uint32_t from_b[8];
-    FromVector(AsVectors(a)[0], from_a);
-    FromVector(AsVectors(a)[1], from_a + 4);
-    FromVector(AsVectors(b)[0], from_b);
-    FromVector(AsVectors(b)[1], from_b + 4);
-    uint32_t half[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) half[e] = max(from_a[e], from_b[7 - e]);
-    __syncwarp();
-#pragma unroll
-    for (int mask = 4; mask > 0; mask >>= 1) {
-      CrossLaneStep<8, false>(half, exchange, lane, mask, (lane & mask) == 0);
-    }
-    InLaneStrides<8>(half, 4);
-    // The two sorted runs of 64 of each segment, in index order: run q = lane / 8 at 64 q.
-    uint4* out = AsVectors(exchange + lane * 8);
-    out[0] = ToVector(half);
-    out[1] = ToVector(half + 4);
-  }
+  // Round 1, eight keys a lane: each segment's four runs become two.
+  uint32_t half[8];
+  KeepLargerHalfOfRuns<8>(exchange, lane, half);
+  uint4* out = AsVectors(exchange + lane * 8);
+  out[0] = ToVector(half);
+  out[1] = ToVector(half + 4);
   __syncwarp();
-  // Round 2: lanes 16s .. 16s + 15 keep D[j] = max(C0[j], C1[63 - j]) of segment s's two runs,
-  // four j a lane (j = 4 (lane & 15) + e), and merge D (index x = 4 lane + e, sixteen lanes).
-  {
-    const uint32_t* c0 = exchange + (lane >> 4) * 128 + (lane & 15) * 4;
-    const uint32_t* c1 = exchange + (lane >> 4) * 128 + 64 + (60 - (lane & 15) * 4);  // C1[63 - j]
-    uint32_t from_0[4];
-    uint32_t from_1[4];
-    FromVector(AsVectors(c0)[0], from_0);
-    FromVector(AsVectors(c1)[0], from_1);
-    uint32_t top[4];
+  // Round 2, four keys a lane: each segment's two runs become its 64 largest.
+  uint32_t top[4];
+  KeepLargerHalfOfRuns<4>(exchange, lane, top);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) top[e] = max(from_0[e], from_1[3 - e]);
-    __syncwarp();
-#pragma unroll
-    for (int mask = 8; mask > 0; mask >>= 1) {
-      CrossLaneStep<4, false>(top, exchange, lane, mask, (lane & mask) == 0);
-    }
-    InLaneStrides<4>(top, 2);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) keys[e] = top[e];
-  }
+  for (int e = 0; e < 4; ++e) keys[e] = top[e];
 }
 
 // Ranks both factors of a two-factor bfloat16 row whose widths are at most 256 (p.paired_factors)
