@@ -19,6 +19,9 @@ inline constexpr int kChunkElements = 1024;  // per staging chunk, either type
 inline constexpr int kStageCapacity = 512;
 // Ties straddling a stage's cut ranked by counting, a lane each.
 inline constexpr int kMaxRankedTies = 32;
+// CutStage sorts up to this many survivors to find its cut; more take a radix count, the only
+// stage use of a warp's histogram (so slices whose stages never exceed it go without one).
+inline constexpr int kLargestSortedCut = 256;
 
 // Chunk layout and occupancy budget of each element type; the device traits (device/
 // element_types.cuh) derive from these. A chunk is held as 16-byte blocks of four 32-bit words,

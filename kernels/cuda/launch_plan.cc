@@ -146,14 +146,14 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
   offset += RoundUp16(uint64_t(problem.factors) * list_cap * 8);
   p.running_offset = offset;
   if (problem.factors >= 3) offset += RoundUp16(uint64_t(2) * list_cap * 12);
-  // The radix counts' histogram: a stage takes one only for more than 256 survivors, which no
-  // stage has where all its candidates fit 256 (candidate_capacity), and small factors are ranked
-  // by a register sort or by selections of at most 64 keys. So such slices go without it (the
+  // The radix counts' histogram: a stage takes one only for more than kLargestSortedCut survivors,
+  // which no stage has where all its candidates fit that (candidate_capacity), and small factors
+  // are ranked by a register sort or by selections of at most 64 keys. So such slices go without it (the
   // pointer is never read through). On the H100: 16^4 f32 k=32 +1.4 %, 32^4 f32 k=32 +0.8 %, the
   // other shapes within noise (by their shared memory alone: the driver's carveout then leaves
   // more L1, where the small kernels' spills live; their blocks resident are unchanged).
   p.histogram_offset = offset;
-  if (p.small_segment == 0 || p.candidate_capacity > 256) offset += 256 * 4;
+  if (p.small_segment == 0 || p.candidate_capacity > kLargestSortedCut) offset += 256 * 4;
   p.union_offset = offset;
   // The factor phase: staging and survivor buffers, or only the exchange of the register sort.
   const uint64_t factor_phase =

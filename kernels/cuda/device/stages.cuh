@@ -292,10 +292,10 @@ __device__ __forceinline__ int StoreSurvivors(const WarpMemory<T>& m, const uint
 }
 
 // Stage f with a score-key cut: the candidates that reach the bound are stored, the kept-th best
-// 32-bit score key found (a sort of up to 256 score keys, else a radix count), the candidates above
-// it all taken and the few tied on it ranked by (i + j, i); 64-bit keys order the kept pairs where
-// a later stage needs them (`ordered`). Writes the kept pair codes (best first when ordered) to
-// m.scores.
+// 32-bit score key found (a sort of up to kLargestSortedCut score keys, else a radix count), the
+// candidates above it all taken and the few tied on it ranked by (i + j, i); 64-bit keys order the
+// kept pairs where a later stage needs them (`ordered`). Writes the kept pair codes (best first
+// when ordered) to m.scores.
 template <class T, bool kLatency = false>
 __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table, int f,
                          const float* run_value, bool ordered) {
@@ -350,7 +350,7 @@ __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const ui
       // kept = 16 E: the smallest of the top half (chosen's room is free until the ties).
       cut = KthLargestByHalvesOf(m.scores, count, p.half_select[f],
                                  reinterpret_cast<uint32_t*>(m.candidates_chosen));
-    } else if (count <= 256) {
+    } else if (count <= kLargestSortedCut) {
       SortUpTo512(m.scores, count, kept);
       cut = m.scores[kept - 1];
     } else {
