@@ -157,14 +157,15 @@ TEST(Overload, TenTimesCapacityIsRefusedFastWithBoundedMemoryAndLatency) {
       "%lld accepted, %lld RESOURCE_EXHAUSTED\n"
       "  refused in p50 %.2f ms, p99 %.2f ms, max %.2f ms\n"
       "  accepted: server queue p50 %.2f ms, p99 %.2f ms, max %.2f ms (bound %.1f ms); batch "
-      "compute p99 %.2f ms; round trip p99 %.2f ms\n"
+      "compute p99 %.2f ms; round trip p99 %.2f ms, max %.2f ms\n"
       "  server RSS: %lld KiB warm, peak %lld KiB\n",
       capacity, kRowsPerRequest, offered_per_s, offered_per_s / capacity,
       absl::ToDoubleSeconds(overload_for), static_cast<long long>(accepted),
       static_cast<long long>(refused), Quantile(refused_ms, 0.5), Quantile(refused_ms, 0.99),
       Quantile(refused_ms, 1.0), Quantile(accepted_queue_ms, 0.5),
       Quantile(accepted_queue_ms, 0.99), Quantile(accepted_queue_ms, 1.0), queue_bound_ms, batch_ms,
-      Quantile(accepted_latency_ms, 0.99), static_cast<long long>(warm_rss_kib),
+      Quantile(accepted_latency_ms, 0.99), Quantile(accepted_latency_ms, 1.0),
+      static_cast<long long>(warm_rss_kib),
       static_cast<long long>(peak_rss_kib));
   std::printf(
       "{\"test\":\"overload\",\"capacity_rps\":%.0f,\"offered_rps\":%.0f,\"accepted\":%lld,"
