@@ -429,13 +429,17 @@ __device__ __forceinline__ void SortUpTo512(Key* keys, int count, int keep) {
   }
 }
 
-// SortUpTo512, but where `keep` is at most half the sort's 32-bit keys (4 or 8 a lane), by sorted
+// SortUpTo512, but where `keep` is at most half the sort's 32-bit keys (2, 4 or 8 a lane), by sorted
 // runs and KeepTopOfRuns (SortTopOfRunsShared) instead of a full sort. For the paired kernel's
 // stages.
 template <typename Key>
 __device__ __forceinline__ void SortTopUpTo512(Key* keys, int count, int keep) {
   if constexpr (sizeof(Key) == 4) {  // the 64-bit keys' rows are rare: no code for them
     const int per_lane = (count + 31) / 32;
+    if (per_lane == 2 && keep <= 32) {
+      SortTopOfRunsShared<2>(keys, count, keep);
+      return;
+    }
     if (per_lane > 2 && per_lane <= 4 && keep <= 64) {
       SortTopOfRunsShared<4>(keys, count, keep);
       return;
