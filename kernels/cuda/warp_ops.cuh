@@ -431,7 +431,11 @@ __device__ __forceinline__ void SortUpTo512(Key* keys, int count, int keep) {
 
 // SortUpTo512, but where `keep` is at most half the sort's 32-bit keys (2, 4 or 8 a lane), by sorted
 // runs and KeepTopOfRuns (SortTopOfRunsShared) instead of a full sort. For the paired kernel's
-// stages.
+// stages only, and for a measured reason that is the compiled kernel's rather than the method's
+// (session 19, bench/RESULTS.md): with exactly these three paths the paired kernel runs 256x256
+// k=64 3.3 % faster, without the 2-a-lane path (not reached there) 2.5 % slower, and its phases
+// build shows the stage itself slower; in every other kernel the same sorts lost 1-18 %. A change
+// here or in the paired kernel is to be timed against it.
 template <typename Key>
 __device__ __forceinline__ void SortTopUpTo512(Key* keys, int count, int keep) {
   if constexpr (sizeof(Key) == 4) {  // the 64-bit keys' rows are rare: no code for them
