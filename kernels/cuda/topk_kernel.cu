@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
       clock.Mark(kPhaseWait);
     }
     if (!block_per_row || warp == 0) {
-      PairAndWrite<T, kLatency, kLean, kUnrollOutput>(p, m, table, scores, row, clock);
+      PairAndWrite<T, kLatency, kLean, kUnrollOutput, kPaired>(p, m, table, scores, row, clock);
     }
     if (block_per_row) {
       __syncthreads();

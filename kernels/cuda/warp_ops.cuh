@@ -340,6 +340,77 @@ __device__ __noinline__ void SortSharedDescending(Key* keys, int count, int keep
   __syncwarp();
 }
 
+// Writes the warp's keys (index x = lane * E + e) with index below `keep` to keys[x].
+template <int E, typename Key>
+__device__ __forceinline__ void StoreLaneKeys(const Key (&lane_keys)[E], Key* keys, int keep) {
+  const int first = LaneId() * E;
+  constexpr int kPerVector = 16 / sizeof(Key);
+  if constexpr (E % kPerVector == 0) {
+    if (first + E <= keep) {
+      uint4* vectors = AsVectors(keys + first);
+#pragma unroll
+      for (int v = 0; v < E / kPerVector; ++v) vectors[v] = ToVector(lane_keys + v * kPerVector);
+      return;
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    if (first + e < keep) keys[first + e] = lane_keys[e];
+  }
+}
+
+// The `run` largest of the warp's 32 E keys, sorted descending, from sorted runs of `run` keys
+// (index x = lane * E + e; run a power of two, 32 <= run < 32 E), written to keys[0 .. keep): a
+// bitonic top-k. Each round keeps the larger half of each pair of runs A, B (max(A[j], B[run - 1
+// - j]) over j: the pair's `run` largest, a bitonic sequence) with half the keys a lane, and
+// merges it, until one run is left; so the rounds' steps cost a half, a quarter, ... of the full
+// sort's last phases. keep <= run; keys: warp-private shared memory of 32 E keys, 16-byte
+// aligned, also the exchange.
+template <int E, typename Key>
+__device__ __forceinline__ void KeepTopOfRuns(Key (&lane_keys)[E], Key* keys, int run, int keep) {
+  if constexpr (E >= 2) {
+    constexpr int H = E / 2;
+    const int lane = LaneId();
+    StoreLaneKeys<E>(lane_keys, keys, 32 * E);
+    __syncwarp();
+    // Merged run p (p = lane / lanes) from runs 2p and 2p + 1, H of its keys a lane.
+    const int lanes = run / H;
+    const int p = lane / lanes;
+    const int j = (lane & (lanes - 1)) * H;
+    const Key* a = keys + 2 * p * run + j;
+    const Key* b = keys + (2 * p + 1) * run + (run - H - j);  // b[H - 1 - t] = B[run - 1 - (j + t)]
+    Key half[H];
+#pragma unroll
+    for (int t = 0; t < H; ++t) half[t] = KeyMax(a[t], b[H - 1 - t]);
+    __syncwarp();
+#pragma unroll 1
+    for (int mask = lanes >> 1; mask > 0; mask >>= 1) {
+      CrossLaneStep<H, false>(half, keys, lane, mask, (lane & mask) == 0);
+    }
+    InLaneStrides<H>(half, H >> 1);
+    if (32 * H == run) {
+      StoreLaneKeys<H>(half, keys, keep);
+    } else {
+      KeepTopOfRuns<H>(half, keys, run, keep);
+    }
+  }
+  (void)lane_keys, (void)keys, (void)run, (void)keep;
+}
+
+// Sorts the `keep` largest of keys[0..count) descending into keys[0..keep) by sorted runs of
+// max(32, keep rounded up to a power of two) and KeepTopOfRuns. Pre: E >= 2, keep <= 16 E, count
+// <= 32 E; keys as for SortSharedDescending.
+template <int E, typename Key>
+__device__ __noinline__ void SortTopOfRunsShared(Key* keys, int count, int keep) {
+  Key lane_keys[E];
+  LoadLaneKeys<E>(keys, count, lane_keys);
+  __syncwarp();
+  const int run = max(32, 1 << (32 - __clz(max(keep, 2) - 1)));
+  WarpSortSegments<E>(lane_keys, keys, run);
+  KeepTopOfRuns<E>(lane_keys, keys, run, keep);
+  __syncwarp();
+}
+
 // SortSharedDescending with the fewest keys a lane that hold `count`. Pre: count <= 512, and
 // keys readable up to the next power of two >= count (at least 32).
 template <typename Key>
@@ -356,6 +427,33 @@ __device__ __forceinline__ void SortUpTo512(Key* keys, int count, int keep) {
   } else {
     SortSharedDescending<16>(keys, count, keep);
   }
+}
+
+// SortUpTo512, but where `keep` is at most half the sort's 32-bit keys (2, 4 or 8 a lane), by sorted
+// runs and KeepTopOfRuns (SortTopOfRunsShared) instead of a full sort. For the paired kernel's
+// stages only, and for a measured reason that is the compiled kernel's rather than the method's
+// (session 19, bench/RESULTS.md): with exactly these three paths the paired kernel runs 256x256
+// k=64 3.3 % faster, without the 2-a-lane path (not reached there) 2.5 % slower, and its phases
+// build shows the stage itself slower; in every other kernel the same sorts lost 1-18 %. A change
+// here or in the paired kernel is to be timed against it.
+template <typename Key>
+__device__ __forceinline__ void SortTopUpTo512(Key* keys, int count, int keep) {
+  if constexpr (sizeof(Key) == 4) {  // the 64-bit keys' rows are rare: no code for them
+    const int per_lane = (count + 31) / 32;
+    if (per_lane == 2 && keep <= 32) {
+      SortTopOfRunsShared<2>(keys, count, keep);
+      return;
+    }
+    if (per_lane > 2 && per_lane <= 4 && keep <= 64) {
+      SortTopOfRunsShared<4>(keys, count, keep);
+      return;
+    }
+    if (per_lane > 4 && per_lane <= 8 && keep <= 128) {
+      SortTopOfRunsShared<8>(keys, count, keep);
+      return;
+    }
+  }
+  SortUpTo512(keys, count, keep);
 }
 
 // The lane's E keys of the two segments keys[0 .. 16 E) and keys[16 E .. 32 E), with entries at or

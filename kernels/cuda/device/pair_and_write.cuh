@@ -27,8 +27,9 @@ namespace {
 // 1024x1024 f32 k=32 +2.9 %, 128x128x128 f32 k=32 +7.6 %; the default float32 kernel lost 1.2 %
 // without it, so it keeps it). kUnrollOutput unrolls the loops over the last stage's pairs and the
 // output by four (long outputs, kk > 128; launch_plan.cc): elsewhere one pass or two a lane do not
-// pay for the unrolled loops' code.
-template <class T, bool kLatency = false, bool kLean = true, bool kUnrollOutput = false>
+// pay for the unrolled loops' code. kTopRuns: LeanStage's (the paired kernel).
+template <class T, bool kLatency = false, bool kLean = true, bool kUnrollOutput = false,
+          bool kTopRuns = false>
 __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
                              const uint8_t* scores, unsigned long long row, PhaseClock& clock) {
   constexpr int kBytes = T::kElementBytes;
@@ -46,7 +47,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
   uint64_t* order64 = m.candidates;
   for (int f = 1; f <= last; ++f) {
     bool lean = false;
-    if constexpr (kLean) lean = p.lean[f] && LeanStage<T, kLatency>(p, m, table, f, run_value);
+    if constexpr (kLean) lean = p.lean[f] && LeanStage<T, kLatency, kTopRuns>(p, m, table, f, run_value);
     if (!lean) {
       if constexpr (kLatency) {
         // m is warp 0's own slice in block-per-row mode, the warp's own otherwise.
