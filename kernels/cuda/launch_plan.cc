@@ -148,8 +148,8 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
   if (problem.factors >= 3) offset += RoundUp16(uint64_t(2) * list_cap * 12);
   // The radix counts' histogram: a stage takes one only for more than kLargestSortedCut survivors,
   // which no stage has where all its candidates fit that (candidate_capacity), and small factors
-  // are ranked by a register sort or by selections of at most 64 keys. So such slices go without it (the
-  // pointer is never read through). On the H100: 16^4 f32 k=32 +1.4 %, 32^4 f32 k=32 +0.8 %, the
+  // are ranked by a register sort or by selections of at most 64 keys. So such slices go without
+  // it (the pointer is never read through). On the H100: 16^4 f32 k=32 +1.4 %, 32^4 f32 k=32 +0.8 %, the
   // other shapes within noise (by their shared memory alone: the driver's carveout then leaves
   // more L1, where the small kernels' spills live; their blocks resident are unchanged).
   p.histogram_offset = offset;

@@ -311,35 +311,6 @@ __device__ __forceinline__ void LoadLaneKeys(const Key* keys, int count, Key (&o
   }
 }
 
-// Sorts keys[0..count) descending and writes back the first `keep` of them.
-// Pre: count <= 32 * E, keep <= 32 * E, keys 16-byte aligned and readable up to index 32 * E;
-// keys beyond `count` rank as 0, below every key of the array.
-template <int E, typename Key>
-__device__ __noinline__ void SortSharedDescending(Key* keys, int count, int keep) {
-  Key lane_keys[E];
-  LoadLaneKeys<E>(keys, count, lane_keys);
-  __syncwarp();
-  WarpSortDescending<E>(lane_keys, keys);
-  const int first = LaneId() * E;
-  constexpr int kPerVector = 16 / sizeof(Key);
-  bool stored = false;
-  if constexpr (E % kPerVector == 0) {
-    if (first + E <= keep) {
-      uint4* vectors = AsVectors(keys + first);
-#pragma unroll
-      for (int v = 0; v < E / kPerVector; ++v) vectors[v] = ToVector(lane_keys + v * kPerVector);
-      stored = true;
-    }
-  }
-  if (!stored) {
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      if (first + e < keep) keys[first + e] = lane_keys[e];
-    }
-  }
-  __syncwarp();
-}
-
 // Writes the warp's keys (index x = lane * E + e) with index below `keep` to keys[x].
 template <int E, typename Key>
 __device__ __forceinline__ void StoreLaneKeys(const Key (&lane_keys)[E], Key* keys, int keep) {
@@ -357,6 +328,19 @@ __device__ __forceinline__ void StoreLaneKeys(const Key (&lane_keys)[E], Key* ke
   for (int e = 0; e < E; ++e) {
     if (first + e < keep) keys[first + e] = lane_keys[e];
   }
+}
+
+// Sorts keys[0..count) descending and writes back the first `keep` of them.
+// Pre: count <= 32 * E, keep <= 32 * E, keys 16-byte aligned and readable up to index 32 * E;
+// keys beyond `count` rank as 0, below every key of the array.
+template <int E, typename Key>
+__device__ __noinline__ void SortSharedDescending(Key* keys, int count, int keep) {
+  Key lane_keys[E];
+  LoadLaneKeys<E>(keys, count, lane_keys);
+  __syncwarp();
+  WarpSortDescending<E>(lane_keys, keys);
+  StoreLaneKeys<E>(lane_keys, keys, keep);
+  __syncwarp();
 }
 
 // The `run` largest of the warp's 32 E keys, sorted descending, from sorted runs of `run` keys
@@ -429,8 +413,8 @@ __device__ __forceinline__ void SortUpTo512(Key* keys, int count, int keep) {
   }
 }
 
-// SortUpTo512, but where `keep` is at most half the sort's 32-bit keys (2, 4 or 8 a lane), by sorted
-// runs and KeepTopOfRuns (SortTopOfRunsShared) instead of a full sort. For the paired kernel's
+// SortUpTo512, but where `keep` is at most half the sort's 32-bit keys (2, 4 or 8 a lane), by
+// sorted runs and KeepTopOfRuns (SortTopOfRunsShared) instead of a full sort. For the paired kernel's
 // stages only, and for a measured reason that is the compiled kernel's rather than the method's
 // (session 19, bench/RESULTS.md): with exactly these three paths the paired kernel runs 256x256
 // k=64 3.3 % faster, without the 2-a-lane path (not reached there) 2.5 % slower, and its phases

@@ -47,7 +47,9 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
   uint64_t* order64 = m.candidates;
   for (int f = 1; f <= last; ++f) {
     bool lean = false;
-    if constexpr (kLean) lean = p.lean[f] && LeanStage<T, kLatency, kTopRuns>(p, m, table, f, run_value);
+    if constexpr (kLean) {
+      lean = p.lean[f] && LeanStage<T, kLatency, kTopRuns>(p, m, table, f, run_value);
+    }
     if (!lean) {
       if constexpr (kLatency) {
         // m is warp 0's own slice in block-per-row mode, the warp's own otherwise.

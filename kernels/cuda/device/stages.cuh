@@ -71,8 +71,8 @@ __device__ __forceinline__ uint32_t StageBound(const KernelParams& p, int f, con
 // (bfloat16 sums nearly always do), else 64. Writes the kept pair codes, best first, to m.scores.
 // Returns false, having written nothing, when more than kStageCapacity candidates reach the bound.
 // kLatency: the candidates are scored four a lane at a time (the latency kernel's lone pairing
-// warp). kTopRuns (the paired kernel): the kept best by sorted runs and a bitonic top-k
-// (SortTopUpTo512) where they are at most half the sort's keys.
+// warp). kTopRuns (the paired kernel): the kept best of 32-bit keys by sorted runs and a bitonic
+// top-k (SortTopUpTo512) where they are at most half the sort's keys.
 template <class T, bool kLatency = false, bool kTopRuns = false>
 __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
                           int f, const float* run_value) {
@@ -165,11 +165,7 @@ __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const u
       keys[r] = (uint64_t{m.scores[r]} << 32) | ((i + j) << row_bits) | i;
     }
     __syncwarp();
-    if constexpr (kTopRuns) {
-      SortTopUpTo512(keys, count, kept);
-    } else {
-      SortUpTo512(keys, count, kept);
-    }
+    SortUpTo512(keys, count, kept);  // 64-bit keys: no top-k path (SortTopUpTo512)
 #pragma unroll 1
     for (int r = lane; r < kept; r += 32) {
       const uint32_t key = static_cast<uint32_t>(keys[r]);

@@ -10,8 +10,9 @@ Prints, for each kernel of the second cubin (its `.text.<mangled name>` section,
 c++filt where it exists), the SHA-256 of its bytes and whether the first cubin holds a section
 with the same bytes, under any name: a new template parameter renames every instance, so names
 alone would not pair them. For a changed kernel it adds its instructions before and after and how
-many differ in place (two are a relocated operand, thousands new code). Exit status 0 when every kernel of the first cubin is found unchanged
-in the second, 1 otherwise (a kernel added by the change is listed as new and does not count).
+many differ in place (two are a relocated operand, thousands new code). Exit status 0 when every
+kernel of the first cubin is found unchanged in the second, 1 otherwise (a kernel added by the
+change is listed as new and does not count).
 Reads ELF64 little-endian, which is what nvcc writes for every current architecture.
 """
 import hashlib
