@@ -19,13 +19,16 @@ namespace pk::cuda {
 //   kHighOccupancyKernel  the same code built for more resident warps (T::kMoreBlocks);
 //   kLatencyKernel        a block of F warps per row and a spare warp for the pair table, no
 //                         register cap (one or two blocks of at most 4 warps a multiprocessor);
-//   kPairedKernel         two bfloat16 factors of width <= 256 ranked together (bfloat16 only);
+//   kPairedKernel         two bfloat16 factors of width <= 256 ranked together by thresholds
+//                         (bfloat16 only);
 //   kSmallKernel          every width <= 64, one register sort (T::kSmallBlocks);
 //   kStreamKernel         bfloat16 factors that prefetch the next factor's first chunk;
 //   kUnrolledOutputKernel the default bfloat16 kernel with its output loops unrolled (long
-//                         outputs: 8 or more pairs a lane).
-// Float32 has no paired, streamed or unrolled-output instance: those variants name its default
-// kernel.
+//                         outputs: 8 or more pairs a lane);
+//   kPairedSortKernel     the paired rows that rank by one sort of all elements (paired_sort),
+//                         in an instance without the thresholds path's code.
+// Float32 has no paired, paired-sort, streamed or unrolled-output instance: those variants name
+// its default kernel.
 enum KernelVariant : int {
   kDefaultKernel,
   kHighOccupancyKernel,
@@ -34,6 +37,7 @@ enum KernelVariant : int {
   kSmallKernel,
   kStreamKernel,
   kUnrolledOutputKernel,
+  kPairedSortKernel,
   kKernelVariants
 };
 

@@ -44,7 +44,10 @@ namespace {
 // The paired kernel (kPaired, bfloat16) is the default kernel with RankPairedFactors added, and the
 // streamed kernel (kStreamed, bfloat16, a warp per row) the default kernel whose factors prefetch
 // the next factor's first chunk (RankFactorsStreamed): instances of their own, so that neither
-// path's code changes the other instances' machine code.
+// path's code changes the other instances' machine code. The paired-sort kernel (kPairedSort) is
+// the paired kernel for the rows that rank by one sort (SortPairedFactors, inlined), without
+// RankPairedFactors, and the paired kernel has no SortPairedFactors: the paired rows are bound by
+// instruction fetch, and each runs faster with only its own path's code (NOTES.md, kernel v23).
 // kLean = false: PairAndWrite without LeanStage (the float32 small-factor and high-occupancy
 // instances). kUnrollOutput: PairAndWrite's output loops unrolled (the bfloat16 unrolled-output
 // instance, otherwise the default kernel). The bfloat16 default kernel's factors start their maxima
@@ -54,7 +57,7 @@ template <class T>
 inline constexpr bool kLeanStages = T::kElementBytes == 2;  // float32 stages are never lean by default
 
 template <class T, int kMinBlocks, bool kLatency, bool kPaired = false, bool kStreamed = false,
-          bool kLean = true, bool kUnrollOutput = false>
+          bool kLean = true, bool kUnrollOutput = false, bool kPairedSort = false>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
     TopKKernel(const __grid_constant__ KernelParams p) {
   uint8_t* shared = DynamicShared();
@@ -97,7 +100,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
       if (p.small_segment == 0) {
         const uint8_t* next = row + row_step < p.rows ? scores + row_step * p.row_elements * kBytes : nullptr;
         // A warp's first row is below row_step; each later one was prefetched by the row before.
-        paired = RankPairedFactorsOf<T>(p, m, scores, block_per_row, next, row >= row_step);
+        paired = RankPairedFactorsOf<T, kPairedSort>(p, m, scores, block_per_row, next,
+                                                     row >= row_step);
       }
     }
     if (!kStreamed && p.small_segment > 0) {
@@ -165,6 +169,9 @@ template <class T>
 KernelFunction KernelOf(KernelVariant variant) {
   if constexpr (T::kElementBytes == 2) {
     if (variant == kPairedKernel) return &TopKKernel<T, T::kMinBlocks, false, true>;
+    if (variant == kPairedSortKernel) {
+      return &TopKKernel<T, T::kMinBlocks, false, true, false, true, false, true>;
+    }
     if (variant == kStreamKernel) return &TopKKernel<T, T::kMinBlocks, false, false, true>;
     if (variant == kUnrolledOutputKernel) {
       return &TopKKernel<T, T::kMinBlocks, false, false, false, true, true>;

@@ -24,8 +24,8 @@ DeviceLimits H200() {
   limits.shared_per_multiprocessor = 233472;
   limits.shared_per_block = 232448;
   limits.registers_per_multiprocessor = 65536;
-  const int bf16[kKernelVariants] = {128, 80, 168, 128, 96, 128, 128};
-  const int f32[kKernelVariants] = {168, 128, 168, 168, 64, 168, 168};
+  const int bf16[kKernelVariants] = {128, 80, 168, 128, 96, 128, 128, 128};
+  const int f32[kKernelVariants] = {168, 128, 168, 168, 64, 168, 168, 168};
   for (int v = 0; v < kKernelVariants; ++v) {
     limits.kernel_registers[static_cast<int>(DType::kBFloat16)][v] = bf16[v];
     limits.kernel_registers[static_cast<int>(DType::kFloat32)][v] = f32[v];
@@ -98,16 +98,38 @@ TEST(LaunchPlan, TwoNarrowBfloat16FactorsTakeThePairedKernel) {
   EXPECT_EQ(thresholds.params.paired_factors, 1);
   EXPECT_EQ(thresholds.params.paired_sort, 0);
   EXPECT_EQ(thresholds.params.prefetch_bytes, 0u);
-  // k >= 64 and a factor wider than 128: one sort of all elements, with the next row prefetched.
-  const LaunchPlan sort = Plan(Shape({256, 200}, 64, DType::kBFloat16), kManyRows);
-  EXPECT_EQ(sort.variant, kPairedKernel);
+  // k >= 64 and a factor wider than 128: one sort of all elements, with the next row prefetched,
+  // in the paired-sort kernel.
+  const Problem sorted = Shape({256, 200}, 64, DType::kBFloat16);
+  const LaunchPlan sort = Plan(sorted, kManyRows);
+  EXPECT_EQ(sort.variant, kPairedSortKernel);
+  EXPECT_EQ(sort.params.paired_factors, 1);
   EXPECT_EQ(sort.params.paired_sort, 1);
   EXPECT_EQ(sort.params.prefetch_bytes, 1024u);
+  // The switch sends a row to the kernel of the path it forces, with the prefetch room only
+  // where the sort runs.
+  KernelPaths thresholds_path;
+  thresholds_path.paired_sort = Choice::kOff;
+  const LaunchPlan sorted_by_thresholds = Plan(sorted, kManyRows, thresholds_path);
+  EXPECT_EQ(sorted_by_thresholds.variant, kPairedKernel);
+  EXPECT_EQ(sorted_by_thresholds.params.paired_sort, 0);
+  EXPECT_EQ(sorted_by_thresholds.params.prefetch_bytes, 0u);
+  KernelPaths sort_path;
+  sort_path.paired_sort = Choice::kOn;
+  const LaunchPlan narrow_by_sort = Plan(Shape({256, 256}, 32, DType::kBFloat16), kManyRows, sort_path);
+  EXPECT_EQ(narrow_by_sort.variant, kPairedSortKernel);
+  EXPECT_EQ(narrow_by_sort.params.paired_sort, 1);
+  EXPECT_EQ(narrow_by_sort.params.prefetch_bytes, 1024u);
+  // A few rows take the latency kernel, whatever the paired path.
+  EXPECT_EQ(Plan(sorted, 1).variant, kLatencyKernel);
   // Not for k > 128, three factors, float32 or a factor wider than 256.
-  EXPECT_NE(Plan(Shape({256, 256}, 256, DType::kBFloat16), kManyRows).variant, kPairedKernel);
-  EXPECT_NE(Plan(Shape({256, 256, 4}, 32, DType::kBFloat16), kManyRows).variant, kPairedKernel);
-  EXPECT_NE(Plan(Shape({256, 256}, 32, DType::kFloat32), kManyRows).variant, kPairedKernel);
-  EXPECT_NE(Plan(Shape({257, 256}, 32, DType::kBFloat16), kManyRows).variant, kPairedKernel);
+  for (const Problem& problem :
+       {Shape({256, 256}, 256, DType::kBFloat16), Shape({256, 256, 4}, 32, DType::kBFloat16),
+        Shape({256, 256}, 32, DType::kFloat32), Shape({257, 256}, 32, DType::kBFloat16)}) {
+    const KernelVariant variant = Plan(problem, kManyRows).variant;
+    EXPECT_NE(variant, kPairedKernel);
+    EXPECT_NE(variant, kPairedSortKernel);
+  }
 }
 
 TEST(LaunchPlan, WidthsUpTo64TakeTheSmallFactorKernelWhereSharedMemoryLetsItsBlocksIn) {

@@ -32,9 +32,10 @@ struct KernelPaths {
   Choice small_kernel = Choice::kAuto;    // rows whose widths are all <= 64 (small_factors), a
                                           // warp per row: a kernel of their own, with more warps
                                           // resident (before high_occupancy)
-  Choice paired_sort = Choice::kAuto;     // the paired kernel ranks both factors by one sort of
-                                          // all their elements, not thresholds and survivors (by
-                                          // default where k >= 64 and a factor is wider than 128)
+  Choice paired_sort = Choice::kAuto;     // paired factors ranked by one sort of all their
+                                          // elements, not thresholds and survivors, in the
+                                          // paired-sort kernel (by default where k >= 64 and a
+                                          // factor is wider than 128)
   Choice prefetch_rows = Choice::kAuto;   // with paired_sort: a warp's next row copied to shared
                                           // memory (cp.async) while it ranks the current one; in
                                           // the streamed kernel: the next factor's first chunk
