@@ -46,8 +46,9 @@ namespace {
 // the next factor's first chunk (RankFactorsStreamed): instances of their own, so that neither
 // path's code changes the other instances' machine code. The paired-sort kernel (kPairedSort) is
 // the paired kernel for the rows that rank by one sort (SortPairedFactors, inlined), without
-// RankPairedFactors, and the paired kernel has no SortPairedFactors: the paired rows are bound by
-// instruction fetch, and each runs faster with only its own path's code (NOTES.md, kernel v23).
+// RankPairedFactors, and the paired kernel has RankPairedFactors inlined and no SortPairedFactors:
+// the paired rows are bound by instruction fetch, and each runs faster with only its own path's
+// code, in line (NOTES.md, kernels v23 and v24).
 // kLean = false: PairAndWrite without LeanStage (the float32 small-factor and high-occupancy
 // instances). kUnrollOutput: PairAndWrite's output loops unrolled (the bfloat16 unrolled-output
 // instance, otherwise the default kernel). The bfloat16 default kernel's factors start their maxima
