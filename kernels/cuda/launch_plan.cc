@@ -233,11 +233,13 @@ Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceL
   // v18: 1024x1024 k=256 +8.5 %, but 64^3 k=64 -5.5 %).
   const bool unrolled_output = problem.dtype == DType::kBFloat16 && !block_per_row &&
                                Use(paths.unrolled_output, p.kk > 128);
-  // Of those, the rows that rank by one sort (paired_sort) in an instance of their own, without
-  // the thresholds path's code (on the H100, kernel v23: 256x256 k=64 +1.9 %, k=32 +1.2 %).
-  const KernelVariant variant = Use(paths.latency_kernel, block_per_row) ? kLatencyKernel
-                                : p.paired_factors && !block_per_row
-                                    ? (p.paired_sort ? kPairedSortKernel : kPairedKernel)
+  // The paired rows that rank by one sort (paired_sort) take an instance of their own, and the
+  // thresholds rows the paired kernel, each without the other path's code and with its own in
+  // line (kernel v23: 256x256 k=64 +1.9 %; v24: 256x256 k=32 +4.5 %, 128x128 k=64 +3.4 %).
+  const bool paired = p.paired_factors && !block_per_row;
+  const KernelVariant variant = Use(paths.latency_kernel, block_per_row)     ? kLatencyKernel
+                                : paired && p.paired_sort                    ? kPairedSortKernel
+                                : paired                                     ? kPairedKernel
                                 : small                                      ? kSmallKernel
                                 : streamed                                   ? kStreamKernel
                                 : Use(paths.high_occupancy, problem.k <= 32) ? kHighOccupancyKernel
@@ -254,8 +256,8 @@ Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceL
     p.table_bytes += RoundUp16(uint64_t{kMaxFactors - 1} * 2 * kMaxCorners * 2);
   }
   const size_t slices = block_per_row ? static_cast<size_t>(problem.factors) : kWarpsPerBlock;
-  // A prefetch room a warp: the paired kernel's (with its sort) for the next row, the streamed
-  // kernel's for the next factor's first chunk.
+  // A prefetch room a warp: the paired-sort kernel's for the next row, the streamed kernel's for
+  // the next factor's first chunk.
   if (variant == kPairedSortKernel && Use(paths.prefetch_rows, true)) {
     p.prefetch_bytes = 1024;
   } else if (variant == kStreamKernel && Use(paths.prefetch_rows, true)) {
