@@ -177,7 +177,9 @@ __device__ __forceinline__ bool RankPairedFactors(const KernelParams& p, float* 
 // One round of TopSixtyFourOfRuns, H keys a lane: exchange holds sorted runs of 64 in index order;
 // lanes L p .. L p + L - 1 (L = 64 / H) keep C[j] = max(A[j], B[63 - j]) of runs A = 2p and B =
 // 2p + 1, H of its j a lane (j = H (lane % L) + e); C, the 64 largest of both, is bitonic, and the
-// merge sorts it into top (index x = H (lane % L) + e within its run of 64).
+// merge sorts it into top (index x = H (lane % L) + e within its run of 64). A round of
+// KeepTopOfRuns (warp_ops.cuh) does the same for any run length; TopSixtyFourOfRuns through it
+// measured 1.5 to 3.0 % slower at 256x256 k=64 (sessions 19 and 20: psf, pv), hence this copy.
 template <int H>
 __device__ __forceinline__ void KeepLargerHalfOfRuns(uint32_t* exchange, int lane, uint32_t (&top)[H]) {
   constexpr int kLanes = 64 / H;

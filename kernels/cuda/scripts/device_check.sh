@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One call on a GPU host: check the golden cases, run the randomized differential test (random
-# shapes, the benchmark's shapes, every kernel path) and a small one under compute-sanitizer, then
-# time the kernel (with --variants: each alternative path too) and optionally count instructions
-# with Nsight Compute. Correctness first, so that a call cut short still says whether it passed.
+# shapes, the benchmark's shapes, every kernel path; then the smallest shapes and k, few rows, and
+# eight shapes of the benchmark at up to 8 192 rows each) and small ones under compute-sanitizer,
+# then time the kernel (with --variants: each alternative path too) and optionally count
+# instructions with Nsight Compute. Correctness first, so that a call cut short still says whether
+# it passed. The checks are what a kernel change needs before it lands (scripts/device_verify.sh
+# runs them on several builds).
 # Uses binaries carried in $BIN (default carry/cuda-bin) when they run there, else builds. Logs go
 # to $OUT (default ./device-out).
 #   kernels/cuda/scripts/device_check.sh [diff-problems] [sanitize:0|1] [bench:0|1|variants]
@@ -16,6 +19,8 @@ BENCH=${3:-1}
 NCU_CONFIGS=${4:-}
 PHASES=${5:-0}
 BIN=${BIN:-carry/cuda-bin}
+SHAPES="256x256/64/bf16 200x100/64/bf16 32x32x32x32/64/bf16 1024x1024/64/bf16 16x16x16x16/32/f32
+8x8x8x8/16/f32 1024x1024/128/bf16 64x64x64/64/bf16"
 START=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - START ))s] $*"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/gpu.txt" 2>&1
@@ -38,10 +43,25 @@ if [ "$PROBLEMS" != 0 ]; then
   # The smallest shapes and k, whose shared-memory layouts are the tightest, in both launch modes.
   stamp "diff (small shapes)"; timeout 90 "$BIN/pk-cuda-diff" --problems 400 --max-rows 4096 --max-bytes 8388608 --big-rows 0 --max-width 32 --max-k 32 --seed 13 > "$OUT/diff_small.log" 2>&1; echo "rc=$?" >> "$OUT/diff_small.log"
   tail -3 "$OUT/diff_small.log"; grep '^DIFF' "$OUT/diff_small.log" | head -3
+  # Few rows: the latency kernel's launches.
+  stamp "diff (few rows)"; timeout 90 "$BIN/pk-cuda-diff" --problems 1500 --max-rows 200 --max-bytes 8388608 --big-rows 0 --seed 17 > "$OUT/diff_few_rows.log" 2>&1; echo "rc=$?" >> "$OUT/diff_few_rows.log"
+  tail -2 "$OUT/diff_few_rows.log"; grep '^DIFF' "$OUT/diff_few_rows.log" | head -3
+  # The benchmark's shapes, each on its own, with its paths forced at random.
+  stamp "diff (shapes)"
+  seed=20
+  for shape in $SHAPES; do
+    seed=$((seed + 1))
+    log=$OUT/diff_shape_${shape//\//_}.log
+    timeout 60 "$BIN/pk-cuda-diff" --shape "$shape" --problems 6 --max-rows 8192 --max-bytes 67108864 --big-rows 0 --seed "$seed" > "$log" 2>&1; echo "rc=$?" >> "$log"
+    echo "$shape: $(tail -2 "$log" | tr '\n' ' ')"; grep '^DIFF' "$log" | head -3
+  done
 fi
 if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer > /dev/null; then
   stamp "memcheck"; timeout 100 compute-sanitizer --tool memcheck --print-limit 5 "$BIN/pk-cuda-diff" --problems 25 --max-rows 4 --max-bytes 65536 --big-rows 0 --bench-rows 2 --seed 3 > "$OUT/memcheck.log" 2>&1; echo "rc=$?" >> "$OUT/memcheck.log"
   timeout 60 compute-sanitizer --tool memcheck --print-limit 5 "$BIN/pk-cuda-diff" --problems 25 --max-rows 600 --max-bytes 65536 --big-rows 0 --max-width 32 --max-k 32 --seed 4 >> "$OUT/memcheck.log" 2>&1; echo "rc=$?" >> "$OUT/memcheck.log"
+  for shape in 32x32x32x32/64/bf16 16x16x16x16/32/f32 256x256/64/bf16 1024x1024/128/bf16; do
+    timeout 60 compute-sanitizer --tool memcheck --print-limit 5 "$BIN/pk-cuda-diff" --shape "$shape" --problems 3 --max-rows 1500 --max-bytes 8388608 --big-rows 0 --seed 5 >> "$OUT/memcheck.log" 2>&1; echo "rc=$?" >> "$OUT/memcheck.log"
+  done
   grep -E 'ERROR SUMMARY|passed|^rc=' "$OUT/memcheck.log"
 fi
 if [ "$BENCH" != 0 ]; then
