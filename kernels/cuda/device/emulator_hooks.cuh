@@ -51,5 +51,16 @@ __device__ __forceinline__ void EmulatorPoisonScratch(const KernelParams& p, uin
 #endif
 }
 
+// Emulation builds: stage f's survivors, tallied where PK_EMU_STAGE_STATS asks for it
+// (pk::emu::CountSurvivors; lean: LeanStage's, else CutStage's). No code on the GPU.
+__device__ __forceinline__ void EmulatorCountSurvivors(const KernelParams& p, int f, int survivors,
+                                                       bool lean) {
+#if defined(PK_CUDA_EMULATION)
+  if (LaneId() == 0) pk::emu::CountSurvivors(p.factors, f, p.kept[f], survivors, lean);
+#else
+  (void)p, (void)f, (void)survivors, (void)lean;
+#endif
+}
+
 }  // namespace
 }  // namespace pk::cuda

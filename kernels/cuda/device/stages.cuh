@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device/emulator_hooks.cuh"
 #include "kernels/cuda/device/warp_memory.cuh"
 #include "kernels/cuda/kernel_params.h"
 #include "kernels/cuda/warp_ops.cuh"
@@ -122,6 +123,7 @@ __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const u
       take(c, code, CandidateScore(code, run_value, factor_value));
     }
   }
+  EmulatorCountSurvivors(p, f, count, true);
   if (count > kStageCapacity) return false;
   __syncwarp();
   spread = __reduce_or_sync(kFullMask, spread);
@@ -345,6 +347,7 @@ __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const ui
       if (count <= kStageCapacity) count = StoreSurvivors<T>(m, pairs, total, run_value, factor_value, bound);
     }
   }
+  EmulatorCountSurvivors(p, f, count, false);
   const uint64_t* selected = nullptr;
   if (count > kStageCapacity) {
     StageByCounting(p, m, pairs, f, run_value, bound, ordered);

@@ -33,6 +33,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -127,6 +128,10 @@ void DeclarePrivate(const void* begin, size_t bytes);
 void DeclareReadOnly(const void* begin, size_t bytes);
 // Poison: fills bytes with garbage (scratch whose old contents must not be read again).
 void Poison(void* begin, size_t bytes);
+// With PK_EMU_STAGE_STATS set (to anything but 0): tallies one stage's survivors (the candidates
+// that reach its bound) by shape, stage and path, and prints their distribution to stderr when the
+// process exits; without it, nothing. For finding which sort sizes a shape's stages take.
+void CountSurvivors(int factors, int stage, int kept, int survivors, bool lean);
 // Runs `body` once per thread of every block of the grid.
 void RunGrid(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()>& body);
 cudaError_t& LastError();

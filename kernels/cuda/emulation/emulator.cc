@@ -329,6 +329,53 @@ void RunGrid(dim3 grid, dim3 block, size_t shared_bytes, const std::function<voi
   }
 }
 
+namespace {
+
+// The survivors tallied by CountSurvivors, by (factors, stage, kept, lean); printed at exit.
+class SurvivorTally {
+ public:
+  ~SurvivorTally() {
+    if (counts_.empty()) return;
+    std::fprintf(stderr, "stage survivors (PK_EMU_STAGE_STATS): factors stage kept path: stages, "
+                         "min / p10 / median / p90 / max, how many fit 64 / 128 / 256 keys / more\n");
+    for (auto& [key, survivors] : counts_) {
+      std::sort(survivors.begin(), survivors.end());
+      const size_t n = survivors.size();
+      auto at = [&](double q) { return survivors[std::min(n - 1, static_cast<size_t>(q * n))]; };
+      int fit[4] = {};
+      for (int c : survivors) ++fit[c <= 64 ? 0 : c <= 128 ? 1 : c <= 256 ? 2 : 3];
+      const auto& [factors, stage, kept, lean] = key;
+      std::fprintf(stderr, "  F=%d f=%d kept=%d %s: %zu, %d / %d / %d / %d / %d, %d / %d / %d / %d\n",
+                   factors, stage, kept, lean ? "lean" : "cut", n, survivors.front(), at(0.1), at(0.5),
+                   at(0.9), survivors.back(), fit[0], fit[1], fit[2], fit[3]);
+    }
+  }
+  void Add(int factors, int stage, int kept, int survivors, bool lean) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    counts_[{factors, stage, kept, lean}].push_back(survivors);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::tuple<int, int, int, bool>, std::vector<int>> counts_;
+};
+
+bool StageStatsOn() {
+  static const bool on = [] {
+    const char* value = std::getenv("PK_EMU_STAGE_STATS");
+    return value != nullptr && *value != '\0' && std::strcmp(value, "0") != 0;
+  }();
+  return on;
+}
+
+}  // namespace
+
+void CountSurvivors(int factors, int stage, int kept, int survivors, bool lean) {
+  if (!StageStatsOn()) return;
+  static SurvivorTally tally;
+  tally.Add(factors, stage, kept, survivors, lean);
+}
+
 cudaError_t& LastError() {
   static cudaError_t error = cudaSuccess;
   return error;

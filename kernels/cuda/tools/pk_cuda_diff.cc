@@ -1,6 +1,6 @@
 // pk-cuda-diff [--problems N] [--max-rows R] [--max-bytes B] [--big-rows R] [--seed S]
 //              [--golden FILE] [--bench-rows R] [--vary-paths 0|1] [--shape WxW[xW..]/k/f32|bf16]
-//              [--max-width W] [--max-k K]
+//              [--max-width W] [--max-k K] [--distribution NAME]
 //
 // Randomized differential test of the CUDA kernel against the CPU implementation: N random
 // problems (F = 2..4, widths 1..65535 within the 32-bit slot limit, k 1..256, both types), each
@@ -16,7 +16,11 @@
 // shape picks by default. --shape draws every random problem of that one shape (e.g.
 // 14x5/10/f32), to chase a difference found in a longer run; --max-width W draws every width from
 // 1..W and --max-k K every k from 1..K (small W and K: only the kernel's smallest, tightest
-// shared-memory layouts, which the usual draw seldom makes).
+// shared-memory layouts, which the usual draw seldom makes). --distribution draws every random
+// problem's rows from that one distribution (normal, small-integers, all-equal, specials, huge,
+// two-values, bf16-grid or mixed) instead of one at random: with --shape SHAPE --distribution
+// normal the rows are those of the kernel benchmark, and in the emulated build PK_EMU_STAGE_STATS=1
+// then prints the distribution of that shape's stage survivors (kernels/cuda/NOTES.md).
 //
 // Exit status: 0 when every row matched, 1 on any difference (the first few are printed), 77
 // when no CUDA device is usable (CTest's skip code), 2 for a usage or CUDA error.
@@ -73,6 +77,13 @@ const char* DistributionName(Distribution d) {
   static const char* names[] = {"normal", "small-integers", "all-equal", "specials", "huge",
                                 "two-values", "bf16-grid", "mixed"};
   return names[static_cast<int>(d)];
+}
+
+std::optional<Distribution> ParseDistribution(const std::string& name) {
+  for (int d = 0; d < static_cast<int>(Distribution::kCount); ++d) {
+    if (name == DistributionName(static_cast<Distribution>(d))) return static_cast<Distribution>(d);
+  }
+  return std::nullopt;
 }
 
 float SpecialValue(Random& random) {
@@ -367,7 +378,8 @@ int Usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: pk-cuda-diff [--problems N] [--max-rows R] [--max-bytes B] "
                "[--big-rows R] [--seed S] [--golden FILE] [--bench-rows R] [--vary-paths 0|1] "
-               "[--shape WxW[xW..]/k/f32|bf16] [--max-width W] [--max-k K]\n",
+               "[--shape WxW[xW..]/k/f32|bf16] [--max-width W] [--max-k K] "
+               "[--distribution NAME]\n",
                message);
   return 2;
 }
@@ -386,6 +398,7 @@ int main(int argc, char** argv) {
   std::optional<pk::Problem> only_shape;
   uint32_t max_width = 0;
   uint32_t max_k = 0;
+  std::optional<Distribution> only_distribution;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     if (a + 1 >= argc) return Usage(("missing value for " + arg).c_str());
@@ -396,6 +409,11 @@ int main(int argc, char** argv) {
     if (arg == "--shape") {
       only_shape = ParseShape(argv[++a]);
       if (!only_shape) return Usage(("not a valid shape: " + std::string(argv[a])).c_str());
+      continue;
+    }
+    if (arg == "--distribution") {
+      only_distribution = ParseDistribution(argv[++a]);
+      if (!only_distribution) return Usage(("not a distribution: " + std::string(argv[a])).c_str());
       continue;
     }
     const uint64_t value = std::strtoull(argv[++a], nullptr, 10);
@@ -451,7 +469,8 @@ int main(int argc, char** argv) {
   }
   for (uint64_t n = 0; n < problems; ++n) {
     const pk::Problem problem = only_shape ? *only_shape : DrawProblem(random, max_width, max_k);
-    const auto distribution = static_cast<Distribution>(random.Below(static_cast<uint32_t>(Distribution::kCount)));
+    const auto drawn = static_cast<Distribution>(random.Below(static_cast<uint32_t>(Distribution::kCount)));
+    const Distribution distribution = only_distribution.value_or(drawn);
     const uint64_t budget = std::max<uint64_t>(1, (max_bytes >> random.Below(6)) / problem.row_bytes());
     const size_t rows = random.Between(1, static_cast<uint32_t>(std::min<uint64_t>({budget, max_rows, 1u << 30})));
     const uint64_t failed_before = totals.failed_rows;
