@@ -129,8 +129,9 @@ void DeclareReadOnly(const void* begin, size_t bytes);
 // Poison: fills bytes with garbage (scratch whose old contents must not be read again).
 void Poison(void* begin, size_t bytes);
 // With PK_EMU_STAGE_STATS set (to anything but 0): tallies one stage's survivors (the candidates
-// that reach its bound) by shape, stage and path, and prints their distribution to stderr when the
-// process exits; without it, nothing. For finding which sort sizes a shape's stages take.
+// that reach its bound) by factor count, stage, kept pairs and path, and prints their distribution
+// to stderr when the process exits; without it, nothing. Shapes that agree on all four share a
+// line, so one shape a run (pk-cuda-diff --shape) shows which sort sizes that shape's stages take.
 void CountSurvivors(int factors, int stage, int kept, int survivors, bool lean);
 // Runs `body` once per thread of every block of the grid.
 void RunGrid(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()>& body);
