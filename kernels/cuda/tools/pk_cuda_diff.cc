@@ -469,6 +469,7 @@ int main(int argc, char** argv) {
   }
   for (uint64_t n = 0; n < problems; ++n) {
     const pk::Problem problem = only_shape ? *only_shape : DrawProblem(random, max_width, max_k);
+    // Drawn even when --distribution fixes it, so that a seed gives the same problems either way.
     const auto drawn = static_cast<Distribution>(random.Below(static_cast<uint32_t>(Distribution::kCount)));
     const Distribution distribution = only_distribution.value_or(drawn);
     const uint64_t budget = std::max<uint64_t>(1, (max_bytes >> random.Below(6)) / problem.row_bytes());
