@@ -72,6 +72,14 @@ struct KernelParams {
   uint16_t corners[kMaxFactors][kMaxCorners];
   int stair_count[kMaxFactors];
   uint16_t stair[kMaxFactors][kMaxCorners];
+  // Three slanted staircases {a i + b j <= T, i < min(kept[f - 1], 32)} of at least kept pairs,
+  // (a, b) = (1, 1), (1, 2), (2, 1): T, or -1 where none fits 32 rows (or the slants are off).
+  // Lane i scores row i's last pair of each; the worst of a staircase's bounds the stage too.
+  // They follow the level lines of lists that fall off evenly, where the hyperbolic staircase
+  // follows those of lists whose first entries stand out. Read only by the instances built with
+  // them (StageBound's kSlant: the default and bfloat16 small-factor kernels).
+  int slanted[kMaxFactors];  // any slant limit >= 0
+  int16_t slant[kMaxFactors][3];
   // Stage f's order key below the score: (i + j) << row_bits | i, tie_bits wide in all.
   int row_bits[kMaxFactors];
   int tie_bits[kMaxFactors];

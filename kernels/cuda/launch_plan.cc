@@ -45,6 +45,18 @@ int StaircaseCorners(int rows, int columns, int kept, uint16_t (&corners)[kMaxCo
   return count;
 }
 
+// The smallest T for which the slanted staircase {(i, j): a i + b j <= T, i < min(rows, 32),
+// j < columns} holds at least `kept` pairs (lane i holds row i on the GPU), or -1 where none does.
+int SlantLimit(int rows, int columns, int kept, int a, int b) {
+  rows = std::min(rows, 32);
+  if (rows * columns < kept) return -1;
+  for (int t = 0;; ++t) {
+    int pairs = 0;
+    for (int i = 0; i < rows && a * i <= t; ++i) pairs += std::min(columns, (t - a * i) / b + 1);
+    if (pairs >= kept) return t;
+  }
+}
+
 }  // namespace
 
 KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
@@ -91,6 +103,15 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
     }
     p.corner_count[f] = corners;
     p.stair_count[f] = StaircaseCorners(previous, factor, kept, p.stair[f]);
+    const int slopes[3][2] = {{1, 1}, {1, 2}, {2, 1}};
+    p.slanted[f] = 0;
+    for (int s = 0; s < 3; ++s) {
+      const int limit = Use(paths.slant_bounds, true)
+                            ? SlantLimit(previous, factor, kept, slopes[s][0], slopes[s][1])
+                            : -1;
+      p.slant[f][s] = static_cast<int16_t>(limit);
+      if (limit >= 0) p.slanted[f] = 1;
+    }
     p.row_bits[f] = (BitLength(static_cast<uint32_t>(previous - 1)));
     p.tie_bits[f] = (BitLength(static_cast<uint32_t>(previous + factor - 2)) + p.row_bits[f]);
     // One sort pays where its keys are 32 bits: bfloat16 sums (float32 ones seldom fit).

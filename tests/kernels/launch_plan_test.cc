@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -308,6 +309,58 @@ TEST(LaunchPlan, TheSwitchesForceTheirPath) {
   EXPECT_EQ(Plan(Shape({32, 32, 32, 32}, 64, DType::kBFloat16), kManyRows, small_off)
                 .params.small_segment,
             0);
+}
+
+// Pairs of stage f's slanted staircase s ({a i + b j <= T}, rows below min(kept[f - 1], 32) and
+// columns below list_size[f]) at limit T.
+int SlantPairs(const KernelParams& p, int f, int s, int limit) {
+  const int slopes[3][2] = {{1, 1}, {1, 2}, {2, 1}};
+  const int rows = std::min(p.kept[f - 1], 32);
+  int pairs = 0;
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < p.list_size[f]; ++j) pairs += slopes[s][0] * i + slopes[s][1] * j <= limit;
+  }
+  return pairs;
+}
+
+TEST(LaunchPlan, EachSlantedStaircaseIsTheSmallestOfAtLeastKeptPairs) {
+  for (const auto& [widths, k] :
+       {std::tuple{std::vector<uint32_t>{32, 32, 32, 32}, 64u},
+        std::tuple{std::vector<uint32_t>{1024, 1024}, 64u},
+        std::tuple{std::vector<uint32_t>{1024, 1024}, 256u}, std::tuple{std::vector<uint32_t>{16, 16, 16, 16}, 32u},
+        std::tuple{std::vector<uint32_t>{300, 7, 100}, 100u}, std::tuple{std::vector<uint32_t>{3, 5}, 15u}}) {
+    const KernelParams p = Plan(Shape(widths, k, DType::kBFloat16), kManyRows).params;
+    for (int f = 1; f < p.factors; ++f) {
+      for (int s = 0; s < 3; ++s) {
+        const int limit = p.slant[f][s];
+        ASSERT_GE(limit, 0) << "stage " << f << " slant " << s;
+        EXPECT_GE(SlantPairs(p, f, s, limit), p.kept[f]) << "stage " << f << " slant " << s;
+        EXPECT_LT(SlantPairs(p, f, s, limit - 1), p.kept[f]) << "stage " << f << " slant " << s;
+      }
+      EXPECT_EQ(p.slanted[f], 1);
+    }
+  }
+  // 32^4 k=64, stage 1 (32 x 32, kept 64): i + j <= 10 holds 66 pairs, i + 2j <= 14 holds 64,
+  // 2i + j <= 14 holds 64.
+  const KernelParams small = Plan(Shape({32, 32, 32, 32}, 64, DType::kBFloat16), kManyRows).params;
+  EXPECT_EQ(small.slant[1][0], 10);
+  EXPECT_EQ(small.slant[1][1], 14);
+  EXPECT_EQ(small.slant[1][2], 14);
+  // Switched off: no slanted staircase.
+  KernelPaths off;
+  off.slant_bounds = Choice::kOff;
+  const KernelParams plain = Plan(Shape({32, 32, 32, 32}, 64, DType::kBFloat16), kManyRows, off).params;
+  for (int f = 1; f < 4; ++f) {
+    EXPECT_EQ(plain.slanted[f], 0);
+    for (int s = 0; s < 3; ++s) EXPECT_EQ(plain.slant[f][s], -1);
+  }
+}
+
+TEST(LaunchPlan, ASlantedStaircaseThatNeedsMoreThan32RowsIsOff) {
+  const KernelParams p = Plan(Shape({128, 1}, 64, DType::kBFloat16), kManyRows).params;
+  // Stage 1: 64 list entries of one column, kept 64; lanes hold rows below 32, 32 pairs.
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(p.slant[1][s], -1) << s;
+  EXPECT_EQ(p.slanted[1], 0);
 }
 
 TEST(LaunchPlan, APlanWhoseSharedMemoryExceedsTheBlockLimitIsRefused) {

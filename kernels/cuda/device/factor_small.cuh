@@ -18,9 +18,9 @@ namespace {
 // at once, in registers. Pre: F * S <= 32 * E; exchange holds 32 * E keys (warp-private). The
 // memory comes as pointers: a reference to the kernel's WarpMemory would put it in local memory.
 template <class T, int E>
-__device__ __noinline__ void RankSmallFactors(const KernelParams& p, float* list_value,
-                                              uint32_t* list_column, uint8_t* exchange,
-                                              const uint8_t* scores) {
+__device__ __forceinline__ void RankSmallFactorsInline(const KernelParams& p, float* list_value,
+                                                       uint32_t* list_column, uint8_t* exchange,
+                                                       const uint8_t* scores) {
   using Key = typename T::Key;
   const int lane = LaneId();
   const int shift = p.small_segment_bits;
@@ -69,14 +69,30 @@ __device__ __noinline__ void RankSmallFactors(const KernelParams& p, float* list
   __syncwarp();
 }
 
-template <class T>
+template <class T, int E>
+__device__ __noinline__ void RankSmallFactors(const KernelParams& p, float* list_value,
+                                              uint32_t* list_column, uint8_t* exchange,
+                                              const uint8_t* scores) {
+  RankSmallFactorsInline<T, E>(p, list_value, list_column, exchange, scores);
+}
+
+template <class T, bool kInline = false>
 __device__ __forceinline__ void RankSmallFactorsOf(const KernelParams& p, const WarpMemory<T>& m,
                                                    const uint8_t* scores) {
-  switch (p.small_per_lane) {
-    case 1: return RankSmallFactors<T, 1>(p, m.list_value, m.list_column, m.staging, scores);
-    case 2: return RankSmallFactors<T, 2>(p, m.list_value, m.list_column, m.staging, scores);
-    case 4: return RankSmallFactors<T, 4>(p, m.list_value, m.list_column, m.staging, scores);
-    default: return RankSmallFactors<T, 8>(p, m.list_value, m.list_column, m.staging, scores);
+  if constexpr (kInline) {
+    switch (p.small_per_lane) {
+      case 1: return RankSmallFactorsInline<T, 1>(p, m.list_value, m.list_column, m.staging, scores);
+      case 2: return RankSmallFactorsInline<T, 2>(p, m.list_value, m.list_column, m.staging, scores);
+      case 4: return RankSmallFactorsInline<T, 4>(p, m.list_value, m.list_column, m.staging, scores);
+      default: return RankSmallFactorsInline<T, 8>(p, m.list_value, m.list_column, m.staging, scores);
+    }
+  } else {
+    switch (p.small_per_lane) {
+      case 1: return RankSmallFactors<T, 1>(p, m.list_value, m.list_column, m.staging, scores);
+      case 2: return RankSmallFactors<T, 2>(p, m.list_value, m.list_column, m.staging, scores);
+      case 4: return RankSmallFactors<T, 4>(p, m.list_value, m.list_column, m.staging, scores);
+      default: return RankSmallFactors<T, 8>(p, m.list_value, m.list_column, m.staging, scores);
+    }
   }
 }
 

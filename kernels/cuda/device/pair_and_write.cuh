@@ -27,9 +27,10 @@ namespace {
 // 1024x1024 f32 k=32 +2.9 %, 128x128x128 f32 k=32 +7.6 %; the default float32 kernel lost 1.2 %
 // without it, so it keeps it). kUnrollOutput unrolls the loops over the last stage's pairs and the
 // output by four (long outputs, kk > 128; launch_plan.cc): elsewhere one pass or two a lane do not
-// pay for the unrolled loops' code. kTopRuns: LeanStage's (the paired kernel).
+// pay for the unrolled loops' code. kTopRuns: LeanStage's (the paired kernel). kSlant: the stage
+// bounds' slanted staircases (StageBound).
 template <class T, bool kLatency = false, bool kLean = true, bool kUnrollOutput = false,
-          bool kTopRuns = false>
+          bool kTopRuns = false, bool kDirectCut = false, bool kSlant = false>
 __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
                              const uint8_t* scores, unsigned long long row, PhaseClock& clock) {
   constexpr int kBytes = T::kElementBytes;
@@ -48,7 +49,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
   for (int f = 1; f <= last; ++f) {
     bool lean = false;
     if constexpr (kLean) {
-      lean = p.lean[f] && LeanStage<T, kLatency, kTopRuns>(p, m, table, f, run_value);
+      lean = p.lean[f] && LeanStage<T, kLatency, kTopRuns, kSlant>(p, m, table, f, run_value);
     }
     if (!lean) {
       if constexpr (kLatency) {
@@ -56,7 +57,7 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
         uint8_t* slice = reinterpret_cast<uint8_t*>(m.list_value) - p.lists_offset;
         CutStageApart<T>(p, slice, table, f, run_value, f < last);
       } else {
-        CutStage<T>(p, m, table, f, run_value, f < last);
+        CutStage<T, false, kDirectCut, kSlant>(p, m, table, f, run_value, f < last);
       }
     }
     clock.Mark(kPhaseStage1 + f - 1);

@@ -39,13 +39,17 @@ __device__ __forceinline__ uint32_t CandidateScore(uint32_t code, const float* r
 }
 
 // A score key that at least kept[f] candidates of stage f reach: the best far corner of the full
-// rectangles of kept pairs, or the worst corner of the hyperbolic staircase of at least kept pairs,
-// whichever is higher (every member of such a set scores at least that corner's score). The
-// staircase follows the level lines of the sum of two sorted lists, so it is much the tighter.
+// rectangles of kept pairs, or the worst corner of a staircase of at least kept pairs (hyperbolic,
+// and the three slanted ones of KernelParams::slant), whichever is highest (every member of such a
+// set scores at least that corner's score). The staircases follow the level lines of the sum of
+// two sorted lists, so they are much the tighter; which one is tightest depends on how the lists
+// fall off.
 // kLatency: the corners come from the copy in shared memory that the table's warp wrote
 // (BuildPairTables), not from the parameters: a lane-indexed parameter read costs a constant-cache
 // access per distinct address, on the lone pairing warp's path (NOTES.md).
-template <bool kLatency = false>
+// kSlant: the slanted staircases are compiled in (the default and bfloat16 small-factor kernels;
+// elsewhere their code cost more than their tighter bound saved: NOTES.md, "sb").
+template <bool kLatency = false, bool kSlant = false>
 __device__ __forceinline__ uint32_t StageBound(const KernelParams& p, int f, const float* run_value,
                                                const float* factor_value, const uint16_t* table) {
   const int lane = LaneId();
@@ -61,9 +65,27 @@ __device__ __forceinline__ uint32_t StageBound(const KernelParams& p, int f, con
     if (lane < p.stair_count[f]) staircase = CandidateScore(p.stair[f][lane], run_value, factor_value);
   }
   (void)table;
-  rectangle = __reduce_max_sync(kFullMask, rectangle);
+  uint32_t slanted = 0;
+  if (kSlant && p.slanted[f]) {
+    // Lane i: row i's last pair in each slanted staircase (T < 0: that one is off).
+    const int rows = p.kept[f - 1];
+    const int last_column = p.list_size[f] - 1;
+    const float run = run_value[min(lane, rows - 1)];
+    auto last_pair = [&](int limit, int j) {
+      const float score = run + factor_value[max(0, min(j, last_column))];
+      return limit >= 0 && lane < rows && j >= 0 ? ScoreKey(score) : 0xffffffffu;
+    };
+    const int t0 = p.slant[f][0];
+    const int t1 = p.slant[f][1];
+    const int t2 = p.slant[f][2];
+    const uint32_t even = __reduce_min_sync(kFullMask, last_pair(t0, t0 - lane));
+    const uint32_t tall = __reduce_min_sync(kFullMask, last_pair(t1, (t1 - lane) >> 1));
+    const uint32_t wide = __reduce_min_sync(kFullMask, last_pair(t2, t2 - 2 * lane));
+    slanted = max(t0 >= 0 ? even : 0u, max(t1 >= 0 ? tall : 0u, t2 >= 0 ? wide : 0u));
+  }
+  const uint32_t best = max(__reduce_max_sync(kFullMask, rectangle), slanted);
   staircase = __reduce_min_sync(kFullMask, staircase);
-  return p.stair_count[f] > 0 ? max(rectangle, staircase) : rectangle;
+  return p.stair_count[f] > 0 ? max(best, staircase) : best;
 }
 
 // Stage f with one sort: the candidates that reach the bound, keyed by (score key, i + j, i) and
@@ -73,14 +95,14 @@ __device__ __forceinline__ uint32_t StageBound(const KernelParams& p, int f, con
 // Returns false, having written nothing, when more than kStageCapacity candidates reach the bound.
 // kLatency: the candidates are scored four a lane at a time (the latency kernel's lone pairing
 // warp). kTopRuns (the paired kernel): the kept best of 32-bit keys by sorted runs and a bitonic
-// top-k (SortTopUpTo512) where they are at most half the sort's keys.
-template <class T, bool kLatency = false, bool kTopRuns = false>
+// top-k (SortTopUpTo512) where they are at most half the sort's keys. kSlant: StageBound's.
+template <class T, bool kLatency = false, bool kTopRuns = false, bool kSlant = false>
 __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
                           int f, const float* run_value) {
   const int lane = LaneId();
   const unsigned lanes_below = (1u << lane) - 1u;
   const float* factor_value = m.list_value + f * p.list_capacity;
-  const uint32_t bound = StageBound<kLatency>(p, f, run_value, factor_value, table);
+  const uint32_t bound = StageBound<kLatency, kSlant>(p, f, run_value, factor_value, table);
   const uint16_t* pairs = table + p.table_offset[f];
   const int total = p.candidates[f];
   int count = 0;
@@ -303,13 +325,13 @@ __device__ __forceinline__ int StoreSurvivors(const WarpMemory<T>& m, const uint
 // candidates above it all taken and the few tied on it ranked by (i + j, i); 64-bit keys order the
 // kept pairs where a later stage needs them (`ordered`). Writes the kept pair codes (best first
 // when ordered) to m.scores.
-template <class T, bool kLatency = false>
+template <class T, bool kLatency = false, bool kDirectCut = false, bool kSlant = false>
 __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table, int f,
                          const float* run_value, bool ordered) {
   const int lane = LaneId();
   const unsigned lanes_below = (1u << lane) - 1u;
   const float* factor_value = m.list_value + f * p.list_capacity;
-  uint32_t bound = StageBound<kLatency>(p, f, run_value, factor_value, table);
+  uint32_t bound = StageBound<kLatency, kSlant>(p, f, run_value, factor_value, table);
   const uint16_t* pairs = table + p.table_offset[f];
   const int total = p.candidates[f];
   const int kept = p.kept[f];
@@ -351,6 +373,11 @@ __device__ void CutStage(const KernelParams& p, const WarpMemory<T>& m, const ui
   const uint64_t* selected = nullptr;
   if (count > kStageCapacity) {
     StageByCounting(p, m, pairs, f, run_value, bound, ordered);
+    selected = m.candidates;
+  } else if (kDirectCut && count <= 64) {
+    // Few survivors: one sort of their distinct 64-bit keys (two a
+    // lane) instead of the cut's sort, the gathering and the kept pairs' sort.
+    SortUpTo512(m.candidates, count, kept);
     selected = m.candidates;
   } else {
     uint32_t cut;

@@ -46,6 +46,11 @@ struct KernelPaths {
   Choice narrow_maxima = Choice::kAuto;   // in the streamed kernel and the bfloat16 default and
                                           // latency kernels: the maxima bisection starts from
                                           // the lanes' j-th maxima and stops early
+  Choice slant_bounds = Choice::kAuto;    // in the default and bfloat16 small-factor
+                                          // kernels (the others lack the code: kSlant): the
+                                          // stage bounds also from three slanted staircases
+                                          // (KernelParams::slant), besides the rectangles and
+                                          // the hyperbolic staircase
   Choice unrolled_output = Choice::kAuto; // bfloat16 rows that would take the default kernel:
                                           // the loops over the last stage's pairs and the
                                           // output unrolled, in a kernel of its own (by default

@@ -303,7 +303,8 @@ int main(int argc, char** argv) {
           {"prefetch", &pk::cuda::KernelPaths::prefetch_rows},
           {"stream", &pk::cuda::KernelPaths::stream_kernel},
           {"narrow", &pk::cuda::KernelPaths::narrow_maxima},
-          {"unrolled_out", &pk::cuda::KernelPaths::unrolled_output}};
+          {"unrolled_out", &pk::cuda::KernelPaths::unrolled_output},
+          {"slant", &pk::cuda::KernelPaths::slant_bounds}};
       for (const auto& [name, member] : parts) {
         if (!part.empty() && part != name) continue;
         for (Choice choice : {Choice::kOff, Choice::kOn}) {

@@ -209,6 +209,7 @@ pk::cuda::KernelPaths DrawPaths(bool vary, Random& random) {
   paths.stream_kernel = draw();
   paths.narrow_maxima = draw();
   paths.unrolled_output = draw();
+  paths.slant_bounds = draw();
   return paths;
 }
 
