@@ -73,7 +73,8 @@ struct KernelParams {
   int stair_count[kMaxFactors];
   uint16_t stair[kMaxFactors][kMaxCorners];
   // Three slanted staircases {a i + b j <= T, i < min(kept[f - 1], 32)} of at least kept pairs,
-  // (a, b) = (1, 1), (1, 2), (2, 1): T, or -1 where none fits 32 rows (or the slants are off).
+  // (a, b) = (1, 1), (1, 2), (2, 1): T, or -1 where none fits 32 rows or the slants are off (by
+  // default in stages that keep at most 32 pairs).
   // Lane i scores row i's last pair of each; the worst of a staircase's bounds the stage too.
   // They follow the level lines of lists that fall off evenly, where the hyperbolic staircase
   // follows those of lists whose first entries stand out. Read only by the instances built with

@@ -103,10 +103,15 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths) {
     }
     p.corner_count[f] = corners;
     p.stair_count[f] = StaircaseCorners(previous, factor, kept, p.stair[f]);
+    // The slants pay where a stage keeps more than 32 pairs (on an H100, kernel v25's
+    // --variants --part slant: 32^3 k=64 +7.5 %, 32^4 k=64 +5.7 %, 64x64 k=64 +5.3 %, 64^3 k=64
+    // +3.2 %, 1024x1024 k=128 +0.8 %). A stage of 32 sorts its survivors as 64 keys whichever bound
+    // it starts from, so there the three more reads and reductions only cost: 16^4 k=32 -4.0 %,
+    // 64^3 k=32 -2.0 %.
     const int slopes[3][2] = {{1, 1}, {1, 2}, {2, 1}};
     p.slanted[f] = 0;
     for (int s = 0; s < 3; ++s) {
-      const int limit = Use(paths.slant_bounds, true)
+      const int limit = Use(paths.slant_bounds, kept > 32)
                             ? SlantLimit(previous, factor, kept, slopes[s][0], slopes[s][1])
                             : -1;
       p.slant[f][s] = static_cast<int16_t>(limit);

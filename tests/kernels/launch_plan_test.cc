@@ -324,12 +324,14 @@ int SlantPairs(const KernelParams& p, int f, int s, int limit) {
 }
 
 TEST(LaunchPlan, EachSlantedStaircaseIsTheSmallestOfAtLeastKeptPairs) {
+  KernelPaths on;
+  on.slant_bounds = Choice::kOn;
   for (const auto& [widths, k] :
        {std::tuple{std::vector<uint32_t>{32, 32, 32, 32}, 64u},
         std::tuple{std::vector<uint32_t>{1024, 1024}, 64u},
         std::tuple{std::vector<uint32_t>{1024, 1024}, 256u}, std::tuple{std::vector<uint32_t>{16, 16, 16, 16}, 32u},
         std::tuple{std::vector<uint32_t>{300, 7, 100}, 100u}, std::tuple{std::vector<uint32_t>{3, 5}, 15u}}) {
-    const KernelParams p = Plan(Shape(widths, k, DType::kBFloat16), kManyRows).params;
+    const KernelParams p = Plan(Shape(widths, k, DType::kBFloat16), kManyRows, on).params;
     for (int f = 1; f < p.factors; ++f) {
       for (int s = 0; s < 3; ++s) {
         const int limit = p.slant[f][s];
@@ -354,6 +356,27 @@ TEST(LaunchPlan, EachSlantedStaircaseIsTheSmallestOfAtLeastKeptPairs) {
     EXPECT_EQ(plain.slanted[f], 0);
     for (int s = 0; s < 3; ++s) EXPECT_EQ(plain.slant[f][s], -1);
   }
+}
+
+TEST(LaunchPlan, SlantedStaircasesAreOnByDefaultOnlyInStagesThatKeepMoreThan32Pairs) {
+  // 16^4 k=32 and 64^3 k=32 keep 32 pairs a stage: off.
+  for (const auto& widths : {std::vector<uint32_t>{16, 16, 16, 16}, std::vector<uint32_t>{64, 64, 64}}) {
+    const KernelParams p = Plan(Shape(widths, 32, DType::kBFloat16), kManyRows).params;
+    for (int f = 1; f < p.factors; ++f) {
+      EXPECT_EQ(p.slanted[f], 0) << "stage " << f;
+      for (int s = 0; s < 3; ++s) EXPECT_EQ(p.slant[f][s], -1) << "stage " << f << " slant " << s;
+    }
+  }
+  // 8^4 k=48: stage 1 keeps 48 of 8 x 8 (on), stage 2 48 of 48 x 8 (on); 4^4 k=48: stage 1 keeps
+  // 16 of 4 x 4 (off), stage 2 48 of 16 x 4 (on).
+  const KernelParams eights = Plan(Shape({8, 8, 8, 8}, 48, DType::kBFloat16), kManyRows).params;
+  EXPECT_EQ(eights.slanted[1], 1);
+  EXPECT_EQ(eights.slanted[2], 1);
+  const KernelParams fours = Plan(Shape({4, 4, 4, 4}, 48, DType::kBFloat16), kManyRows).params;
+  EXPECT_EQ(fours.kept[1], 16);
+  EXPECT_EQ(fours.slanted[1], 0);
+  EXPECT_EQ(fours.kept[2], 48);
+  EXPECT_EQ(fours.slanted[2], 1);
 }
 
 TEST(LaunchPlan, ASlantedStaircaseThatNeedsMoreThan32RowsIsOff) {

@@ -50,7 +50,8 @@ struct KernelPaths {
                                           // kernels (the others lack the code: kSlant): the
                                           // stage bounds also from three slanted staircases
                                           // (KernelParams::slant), besides the rectangles and
-                                          // the hyperbolic staircase
+                                          // the hyperbolic staircase (by default in stages that
+                                          // keep more than 32 pairs)
   Choice unrolled_output = Choice::kAuto; // bfloat16 rows that would take the default kernel:
                                           // the loops over the last stage's pairs and the
                                           // output unrolled, in a kernel of its own (by default
