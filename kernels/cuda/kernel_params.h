@@ -36,6 +36,7 @@ struct Bf16Layout {
   static constexpr int kMinBlocks = 4;  // blocks of 4 warps per SM: caps registers at 128
   static constexpr int kMoreBlocks = 6;  // the high-occupancy variant: 80 registers
   static constexpr int kSmallBlocks = 5;  // the small-factor kernel: 96 registers
+  static constexpr int kSmallMoreBlocks = kSmallBlocks;  // no more-blocks small instance
 };
 
 struct Float32Layout {
@@ -47,6 +48,7 @@ struct Float32Layout {
   static constexpr int kMinBlocks = 3;  // 168 registers: no spills (a cap of 128 spills, slower)
   static constexpr int kMoreBlocks = 4;  // the high-occupancy variant: 128 registers
   static constexpr int kSmallBlocks = 8;  // the small-factor kernel: 64 registers
+  static constexpr int kSmallMoreBlocks = 10;  // its more-blocks instance: 48 registers
 };
 
 // Everything a launch needs to know about the shape, computed on the host (launch_plan.cc's

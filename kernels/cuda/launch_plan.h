@@ -26,9 +26,11 @@ namespace pk::cuda {
 //   kUnrolledOutputKernel the default bfloat16 kernel with its output loops unrolled (long
 //                         outputs: 8 or more pairs a lane);
 //   kPairedSortKernel     the paired rows that rank by one sort of all elements (paired_sort),
-//                         in an instance without the thresholds path's code.
+//                         in an instance without the thresholds path's code;
+//   kSmallHighOccupancyKernel the small-factor kernel built for more resident blocks
+//                         (T::kSmallMoreBlocks; float32 only).
 // Float32 has no paired, paired-sort, streamed or unrolled-output instance: those variants name
-// its default kernel.
+// its default kernel. Bfloat16's small high-occupancy variant names its small-factor kernel.
 enum KernelVariant : int {
   kDefaultKernel,
   kHighOccupancyKernel,
@@ -38,6 +40,7 @@ enum KernelVariant : int {
   kStreamKernel,
   kUnrolledOutputKernel,
   kPairedSortKernel,
+  kSmallHighOccupancyKernel,
   kKernelVariants
 };
 

@@ -187,6 +187,7 @@ KernelFunction KernelOf(KernelVariant variant) {
     }
   }
   if (variant == kSmallKernel) return &TopKSmallKernel<T, T::kSmallBlocks>;
+  if (variant == kSmallHighOccupancyKernel) return &TopKSmallKernel<T, T::kSmallMoreBlocks>;
   return variant == kHighOccupancyKernel ? &TopKKernel<T, T::kMoreBlocks, false, false, false, kLeanStages<T>>
          : variant == kLatencyKernel     ? &TopKKernel<T, 1, true>
                                          : &TopKKernel<T, T::kMinBlocks, false>;

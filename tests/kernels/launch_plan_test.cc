@@ -25,8 +25,8 @@ DeviceLimits H200() {
   limits.shared_per_multiprocessor = 233472;
   limits.shared_per_block = 232448;
   limits.registers_per_multiprocessor = 65536;
-  const int bf16[kKernelVariants] = {128, 80, 168, 128, 96, 128, 128, 128};
-  const int f32[kKernelVariants] = {168, 128, 168, 168, 64, 168, 168, 168};
+  const int bf16[kKernelVariants] = {128, 80, 168, 128, 96, 128, 128, 128, 96};
+  const int f32[kKernelVariants] = {168, 128, 168, 168, 64, 168, 168, 168, 48};
   for (int v = 0; v < kKernelVariants; ++v) {
     limits.kernel_registers[static_cast<int>(DType::kBFloat16)][v] = bf16[v];
     limits.kernel_registers[static_cast<int>(DType::kFloat32)][v] = f32[v];
@@ -137,11 +137,28 @@ TEST(LaunchPlan, WidthsUpTo64TakeTheSmallFactorKernelWhereSharedMemoryLetsItsBlo
   const LaunchPlan bf16 = Plan(Shape({32, 32, 32, 32}, 64, DType::kBFloat16), kManyRows);
   EXPECT_EQ(bf16.variant, kSmallKernel);
   EXPECT_GT(bf16.params.small_segment, 0);
-  EXPECT_EQ(Plan(Shape({16, 16, 16, 16}, 32, DType::kFloat32), kManyRows).variant, kSmallKernel);
+  EXPECT_EQ(Plan(Shape({16, 16, 16, 16}, 32, DType::kFloat32), kManyRows).variant,
+            kSmallHighOccupancyKernel);
   // 64^3 k=64: room for four blocks only, fewer than the small-factor kernel is built for.
   const LaunchPlan crowded = Plan(Shape({64, 64, 64}, 64, DType::kBFloat16), kManyRows);
   EXPECT_GT(crowded.params.small_segment, 0) << "still one register sort for the factors";
   EXPECT_EQ(crowded.variant, kDefaultKernel);
+}
+
+TEST(LaunchPlan, Float32SmallFactorRowsTakeTheTenBlockInstanceWhereTenBlocksFit) {
+  // 16^4 k=32: room for 14 blocks; 48 registers let 10 in.
+  const LaunchPlan more = Plan(Shape({16, 16, 16, 16}, 32, DType::kFloat32), kManyRows);
+  EXPECT_EQ(more.variant, kSmallHighOccupancyKernel);
+  EXPECT_EQ(more.blocks, 132u * Float32Layout::kSmallMoreBlocks);
+  // 32^3 k=64: room for 8 blocks, not 10: the eight-block instance.
+  const LaunchPlan eight = Plan(Shape({32, 32, 32}, 64, DType::kFloat32), kManyRows);
+  EXPECT_EQ(eight.variant, kSmallKernel);
+  EXPECT_EQ(eight.blocks, 132u * Float32Layout::kSmallBlocks);
+  // Switched off, and bfloat16 (no such instance).
+  KernelPaths off;
+  off.high_occupancy = Choice::kOff;
+  EXPECT_EQ(Plan(Shape({16, 16, 16, 16}, 32, DType::kFloat32), kManyRows, off).variant, kSmallKernel);
+  EXPECT_EQ(Plan(Shape({16, 16, 16, 16}, 32, DType::kBFloat16), kManyRows).variant, kSmallKernel);
 }
 
 TEST(LaunchPlan, SmallFactorSlicesGoWithoutTheHistogramWhereNoStageCanUseIt) {

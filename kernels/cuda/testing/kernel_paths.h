@@ -19,7 +19,9 @@ struct KernelPaths {
   Choice bisect_maxima = Choice::kAuto;   // bfloat16 factor threshold by bisection, not a sort
   Choice slot_key32 = Choice::kAuto;      // output order by 32-bit slot keys where slots allow
   Choice block_per_row = Choice::kAuto;   // a block of F warps per row (small batches)
-  Choice high_occupancy = Choice::kAuto;  // the kernel built for more resident warps
+  Choice high_occupancy = Choice::kAuto;  // the kernel built for more resident warps (by default
+                                          // where k <= 32; of the float32 small-factor
+                                          // kernel, where shared memory lets its blocks in)
   Choice latency_kernel = Choice::kAuto;  // the block-per-row kernel, with a spare warp for the
                                           // pair table (with block_per_row by default; takes
                                           // precedence over high_occupancy)
