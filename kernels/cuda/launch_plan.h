@@ -77,7 +77,7 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths);
 // (at most two a multiprocessor) take a block of F warps per row in the latency kernel; more take
 // four warps a block, a row per warp, in a grid-stride loop of as many blocks as fit on the device
 // at once, in the first instance that applies of: paired, small-factor (where shared memory lets
-// T::kSmallBlocks blocks in), streamed (bfloat16, where its prefetch room costs no resident
+// T::kSmallBlocks blocks in; for float32 its ten-block instance where ten fit), streamed (bfloat16, where its prefetch room costs no resident
 // block, and for k <= 32 only where every factor is one chunk wide), high-occupancy (k <= 32),
 // unrolled-output (bfloat16, kk > 128), default. Returns an error (field "shape") when the
 // block's shared memory exceeds limits.shared_per_block.
