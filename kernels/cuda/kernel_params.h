@@ -80,7 +80,8 @@ struct KernelParams {
   // Lane i scores row i's last pair of each; the worst of a staircase's bounds the stage too.
   // They follow the level lines of lists that fall off evenly, where the hyperbolic staircase
   // follows those of lists whose first entries stand out. Read only by the instances built with
-  // them (StageBound's kSlant: the default and bfloat16 small-factor kernels).
+  // them (StageBound's kSlant: the default and bfloat16 small-factor kernels, and the paired-sort
+  // kernel's slanted instance).
   int slanted[kMaxFactors];  // any slant limit >= 0
   int16_t slant[kMaxFactors][3];
   // Stage f's order key below the score: (i + j) << row_bits | i, tie_bits wide in all.

@@ -201,6 +201,7 @@ const char* KernelVariantName(KernelVariant variant) {
     case kPairedSortKernel: return "paired-sort";
     case kSmallKernel: return "small";
     case kSmallHighOccupancyKernel: return "small-high-occupancy";
+    case kPairedSortSlantedKernel: return "paired-sort-slanted";
     case kStreamKernel: return "streamed";
     case kUnrolledOutputKernel: return "unrolled-output";
     case kKernelVariants: break;
@@ -272,7 +273,12 @@ Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceL
   // thresholds rows the paired kernel, each without the other path's code and with its own in
   // line (kernel v23: 256x256 k=64 +1.9 %; v24: 256x256 k=32 +4.5 %, 128x128 k=64 +3.4 %).
   const bool paired = p.paired_factors && !block_per_row;
+  // The sort rows whose stage keeps more than 64 pairs, where the slants are on: the paired-sort
+  // kernel built with them (256x256 k=128 +5.2 % on an H100; in the one paired-sort instance they
+  // cost 256x256 k=64 1.7 %, whose stage they barely tighten).
+  const bool paired_sort_slanted = paired && p.paired_sort && p.kept[1] > 64 && p.slanted[1] != 0;
   const KernelVariant variant = Use(paths.latency_kernel, block_per_row)     ? kLatencyKernel
+                                : paired_sort_slanted                        ? kPairedSortSlantedKernel
                                 : paired && p.paired_sort                    ? kPairedSortKernel
                                 : paired                                     ? kPairedKernel
                                 : small_more                                 ? kSmallHighOccupancyKernel
@@ -294,7 +300,8 @@ Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceL
   const size_t slices = block_per_row ? static_cast<size_t>(problem.factors) : kWarpsPerBlock;
   // A prefetch room a warp: the paired-sort kernel's for the next row, the streamed kernel's for
   // the next factor's first chunk.
-  if (variant == kPairedSortKernel && Use(paths.prefetch_rows, true)) {
+  if ((variant == kPairedSortKernel || variant == kPairedSortSlantedKernel) &&
+      Use(paths.prefetch_rows, true)) {
     p.prefetch_bytes = 1024;
   } else if (variant == kStreamKernel && Use(paths.prefetch_rows, true)) {
     p.prefetch_bytes = Bf16Layout::kStagingBytes;

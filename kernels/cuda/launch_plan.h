@@ -28,8 +28,10 @@ namespace pk::cuda {
 //   kPairedSortKernel     the paired rows that rank by one sort of all elements (paired_sort),
 //                         in an instance without the thresholds path's code;
 //   kSmallHighOccupancyKernel the small-factor kernel built for more resident blocks
-//                         (T::kSmallMoreBlocks; float32 only).
-// Float32 has no paired, paired-sort, streamed or unrolled-output instance: those variants name
+//                         (T::kSmallMoreBlocks; float32 only);
+//   kPairedSortSlantedKernel the paired-sort kernel with the stage bounds' slanted staircases,
+//                         for stages that keep more than 64 pairs (bfloat16 only).
+// Float32 has no paired, paired-sort (slanted or not), streamed or unrolled-output instance: those variants name
 // its default kernel. Bfloat16's small high-occupancy variant names its small-factor kernel.
 enum KernelVariant : int {
   kDefaultKernel,
@@ -41,6 +43,7 @@ enum KernelVariant : int {
   kUnrolledOutputKernel,
   kPairedSortKernel,
   kSmallHighOccupancyKernel,
+  kPairedSortSlantedKernel,
   kKernelVariants
 };
 

@@ -25,8 +25,8 @@ DeviceLimits H200() {
   limits.shared_per_multiprocessor = 233472;
   limits.shared_per_block = 232448;
   limits.registers_per_multiprocessor = 65536;
-  const int bf16[kKernelVariants] = {128, 80, 168, 128, 96, 128, 128, 128, 96};
-  const int f32[kKernelVariants] = {168, 128, 168, 168, 64, 168, 168, 168, 48};
+  const int bf16[kKernelVariants] = {128, 80, 168, 128, 96, 128, 128, 128, 96, 128};
+  const int f32[kKernelVariants] = {168, 128, 168, 168, 64, 168, 168, 168, 48, 168};
   for (int v = 0; v < kKernelVariants; ++v) {
     limits.kernel_registers[static_cast<int>(DType::kBFloat16)][v] = bf16[v];
     limits.kernel_registers[static_cast<int>(DType::kFloat32)][v] = f32[v];
@@ -123,6 +123,20 @@ TEST(LaunchPlan, TwoNarrowBfloat16FactorsTakeThePairedKernel) {
   EXPECT_EQ(narrow_by_sort.params.prefetch_bytes, 1024u);
   // A few rows take the latency kernel, whatever the paired path.
   EXPECT_EQ(Plan(sorted, 1).variant, kLatencyKernel);
+  // k=128 (a stage of 128 pairs, slants on): the paired-sort kernel built with the slants, with
+  // the same prefetch room; switched off, the plain one.
+  const Problem long_list = Shape({256, 256}, 128, DType::kBFloat16);
+  const LaunchPlan slanted = Plan(long_list, kManyRows);
+  EXPECT_EQ(slanted.variant, kPairedSortSlantedKernel);
+  EXPECT_EQ(slanted.params.paired_sort, 1);
+  EXPECT_EQ(slanted.params.prefetch_bytes, 1024u);
+  KernelPaths no_slants;
+  no_slants.slant_bounds = Choice::kOff;
+  EXPECT_EQ(Plan(long_list, kManyRows, no_slants).variant, kPairedSortKernel);
+  // k=64 keeps the plain instance, slants forced on or not.
+  KernelPaths slants;
+  slants.slant_bounds = Choice::kOn;
+  EXPECT_EQ(Plan(sorted, kManyRows, slants).variant, kPairedSortKernel);
   // Not for k > 128, three factors, float32 or a factor wider than 256.
   for (const Problem& problem :
        {Shape({256, 256}, 256, DType::kBFloat16), Shape({256, 256, 4}, 32, DType::kBFloat16),
@@ -130,6 +144,7 @@ TEST(LaunchPlan, TwoNarrowBfloat16FactorsTakeThePairedKernel) {
     const KernelVariant variant = Plan(problem, kManyRows).variant;
     EXPECT_NE(variant, kPairedKernel);
     EXPECT_NE(variant, kPairedSortKernel);
+    EXPECT_NE(variant, kPairedSortSlantedKernel);
   }
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a GPU host: check the golden cases, run the randomized differential test (random
 # shapes, the benchmark's shapes, every kernel path; then the smallest shapes and k, few rows, and
-# eight shapes of the benchmark at up to 8 192 rows each) and small ones under compute-sanitizer,
+# nine shapes of the benchmark at up to 8 192 rows each) and small ones under compute-sanitizer,
 # then time the kernel (with --variants: each alternative path too) and optionally count
 # instructions with Nsight Compute. Correctness first, so that a call cut short still says whether
 # it passed. The checks are what a kernel change needs before it lands (scripts/device_verify.sh
@@ -20,7 +20,7 @@ NCU_CONFIGS=${4:-}
 PHASES=${5:-0}
 BIN=${BIN:-carry/cuda-bin}
 SHAPES="256x256/64/bf16 200x100/64/bf16 32x32x32x32/64/bf16 1024x1024/64/bf16 16x16x16x16/32/f32
-8x8x8x8/16/f32 1024x1024/128/bf16 64x64x64/64/bf16"
+8x8x8x8/16/f32 1024x1024/128/bf16 64x64x64/64/bf16 256x256/128/bf16"
 START=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - START ))s] $*"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/gpu.txt" 2>&1
@@ -59,7 +59,7 @@ fi
 if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer > /dev/null; then
   stamp "memcheck"; timeout 100 compute-sanitizer --tool memcheck --print-limit 5 "$BIN/pk-cuda-diff" --problems 25 --max-rows 4 --max-bytes 65536 --big-rows 0 --bench-rows 2 --seed 3 > "$OUT/memcheck.log" 2>&1; echo "rc=$?" >> "$OUT/memcheck.log"
   timeout 60 compute-sanitizer --tool memcheck --print-limit 5 "$BIN/pk-cuda-diff" --problems 25 --max-rows 600 --max-bytes 65536 --big-rows 0 --max-width 32 --max-k 32 --seed 4 >> "$OUT/memcheck.log" 2>&1; echo "rc=$?" >> "$OUT/memcheck.log"
-  for shape in 32x32x32x32/64/bf16 16x16x16x16/32/f32 256x256/64/bf16 1024x1024/128/bf16; do
+  for shape in 32x32x32x32/64/bf16 16x16x16x16/32/f32 256x256/64/bf16 1024x1024/128/bf16 256x256/128/bf16; do
     timeout 60 compute-sanitizer --tool memcheck --print-limit 5 "$BIN/pk-cuda-diff" --shape "$shape" --problems 3 --max-rows 1500 --max-bytes 8388608 --big-rows 0 --seed 5 >> "$OUT/memcheck.log" 2>&1; echo "rc=$?" >> "$OUT/memcheck.log"
   done
   grep -E 'ERROR SUMMARY|passed|^rc=' "$OUT/memcheck.log"

@@ -49,7 +49,9 @@ struct KernelPaths {
                                           // latency kernels: the maxima bisection starts from
                                           // the lanes' j-th maxima and stops early
   Choice slant_bounds = Choice::kAuto;    // in the default and bfloat16 small-factor
-                                          // kernels (the others lack the code: kSlant): the
+                                          // kernels and the paired-sort kernel's slanted
+                                          // instance (where a stage keeps more than 64; the
+                                          // others lack the code: kSlant): the
                                           // stage bounds also from three slanted staircases
                                           // (KernelParams::slant), besides the rectangles and
                                           // the hyperbolic staircase (by default in stages that

@@ -10,7 +10,8 @@
 // Then one batch of --big-rows rows of a small shape. Outputs are poisoned before every launch;
 // slots must match exactly and values bit for bit (any NaN matches any NaN). With --golden, the
 // golden cases of FILE are checked first (as pk-golden --backend cuda does). --bench-rows R runs
-// each shape of the kernel benchmark too, R rows of each of three distributions. With
+// each shape of the kernel benchmark's issue table too (and 256x256 k=128, the one shape of the
+// paired-sort kernel's slanted instance), R rows of each of three distributions. With
 // --vary-paths 1 (the default) half the launches force a random choice of the kernel's
 // alternative paths (testing/kernel_paths.h's KernelPaths), so that every path is checked, not only the one a
 // shape picks by default. --shape draws every random problem of that one shape (e.g.
@@ -491,7 +492,7 @@ int main(int argc, char** argv) {
         {{1024, 1024}, 32, bf16}, {{1024, 1024}, 64, bf16},     {{1024, 1024}, 128, bf16},
         {{1024, 1024}, 256, bf16}, {{1024, 1024}, 64, f32},     {{256, 256}, 64, bf16},
         {{4096, 4096}, 64, bf16},  {{64, 64, 64}, 64, bf16},    {{32, 32, 32, 32}, 64, bf16},
-        {{16, 16, 16, 16}, 32, f32}};
+        {{16, 16, 16, 16}, 32, f32}, {{256, 256}, 128, bf16}};
     for (const Shape& shape : shapes) {
       const pk::Problem problem = pk::ValidateProblem(shape.widths, shape.k, shape.dtype).value();
       for (Distribution d : {Distribution::kNormal, Distribution::kBf16Grid, Distribution::kMixed}) {
