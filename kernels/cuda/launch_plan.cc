@@ -277,16 +277,17 @@ Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceL
   // kernel built with them (256x256 k=128 +5.2 % on an H100; in the one paired-sort instance they
   // cost 256x256 k=64 1.7 %, whose stage they barely tighten).
   const bool paired_sort_slanted = paired && p.paired_sort && p.kept[1] > 64 && p.slanted[1] != 0;
-  const KernelVariant variant = Use(paths.latency_kernel, block_per_row)     ? kLatencyKernel
-                                : paired_sort_slanted                        ? kPairedSortSlantedKernel
-                                : paired && p.paired_sort                    ? kPairedSortKernel
-                                : paired                                     ? kPairedKernel
-                                : small_more                                 ? kSmallHighOccupancyKernel
-                                : small                                      ? kSmallKernel
-                                : streamed                                   ? kStreamKernel
-                                : Use(paths.high_occupancy, problem.k <= 32) ? kHighOccupancyKernel
-                                : unrolled_output                            ? kUnrolledOutputKernel
-                                                                             : kDefaultKernel;
+  const bool occupancy = Use(paths.high_occupancy, problem.k <= 32);
+  const KernelVariant variant = Use(paths.latency_kernel, block_per_row) ? kLatencyKernel
+                                : paired_sort_slanted     ? kPairedSortSlantedKernel
+                                : paired && p.paired_sort ? kPairedSortKernel
+                                : paired                  ? kPairedKernel
+                                : small_more              ? kSmallHighOccupancyKernel
+                                : small                   ? kSmallKernel
+                                : streamed                ? kStreamKernel
+                                : occupancy               ? kHighOccupancyKernel
+                                : unrolled_output         ? kUnrolledOutputKernel
+                                                          : kDefaultKernel;
   const bool spare_warp =
       variant == kLatencyKernel && block_per_row && problem.factors < kWarpsPerBlock;
   const int warps = block_per_row ? problem.factors + (spare_warp ? 1 : 0) : kWarpsPerBlock;

@@ -31,8 +31,9 @@ namespace pk::cuda {
 //                         (T::kSmallMoreBlocks; float32 only);
 //   kPairedSortSlantedKernel the paired-sort kernel with the stage bounds' slanted staircases,
 //                         for stages that keep more than 64 pairs (bfloat16 only).
-// Float32 has no paired, paired-sort (slanted or not), streamed or unrolled-output instance: those variants name
-// its default kernel. Bfloat16's small high-occupancy variant names its small-factor kernel.
+// Float32 has no paired, paired-sort (slanted or not), streamed or unrolled-output instance: those
+// variants name its default kernel. Bfloat16's small high-occupancy variant names its small-factor
+// kernel.
 enum KernelVariant : int {
   kDefaultKernel,
   kHighOccupancyKernel,
@@ -79,10 +80,12 @@ KernelParams MakeParams(const Problem& problem, const KernelPaths& paths);
 // The launch of `rows` rows of `problem` on a device with `limits`. Pre: rows >= 1. Few rows
 // (at most two a multiprocessor) take a block of F warps per row in the latency kernel; more take
 // four warps a block, a row per warp, in a grid-stride loop of as many blocks as fit on the device
-// at once, in the first instance that applies of: paired, small-factor (where shared memory lets
-// T::kSmallBlocks blocks in; for float32 its ten-block instance where ten fit), streamed (bfloat16, where its prefetch room costs no resident
-// block, and for k <= 32 only where every factor is one chunk wide), high-occupancy (k <= 32),
-// unrolled-output (bfloat16, kk > 128), default. Returns an error (field "shape") when the
+// at once, in the first instance that applies of: paired (paired-sort, its slanted instance where
+// the stage keeps more than 64 pairs, or thresholds), small-factor (where shared memory lets
+// T::kSmallBlocks blocks in; for float32 its ten-block instance where ten fit), streamed
+// (bfloat16, where its prefetch room costs no resident block, and for k <= 32 only where every
+// factor is one chunk wide), high-occupancy (k <= 32), unrolled-output (bfloat16, kk > 128),
+// default. Returns an error (field "shape") when the
 // block's shared memory exceeds limits.shared_per_block.
 Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceLimits& limits,
                               const KernelPaths& paths = {});

@@ -83,11 +83,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks)
   WarpMemory<T> m(p, slice);
   // One code path for both modes (the kernel is sensitive to its code size).
   const bool block_per_row = !kStreamed && p.warps_per_row > 1;
-  // The stage bounds' slanted staircases in the default instance only: in the streamed, paired,
-  // unrolled-output and latency kernels their code cost up to 12 % and their bound gained nothing
-  // (NOTES.md, "sb").
-  // The paired-sort kernel's rows whose stage keeps more than 64 pairs take an instance with them
-  // (kSlantPaired: 256x256 k=128 +5.2 %; in the one instance they cost k=64 1.7 %).
+  // The stage bounds' slanted staircases in the default instance (of TopKKernel's; the bfloat16
+  // small-factor kernel has them too) and the paired-sort kernel's slanted one only: in the
+  // streamed, paired, unrolled-output and latency kernels their code cost up to 12 % and their
+  // bound gained nothing (NOTES.md, "sb"). The paired-sort rows whose stage keeps more than 64
+  // pairs take the instance with them (kSlantPaired: 256x256 k=128 +5.2 %; in the one paired-sort
+  // instance they cost k=64 1.7 %).
   constexpr bool kSlant = kSlantPaired || (!kLatency && !kPaired && !kStreamed && !kUnrollOutput &&
                                            kMinBlocks == T::kMinBlocks);
   EmulatorDeclareRules(p, slice, block_per_row);
