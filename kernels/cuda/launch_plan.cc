@@ -238,7 +238,8 @@ Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceL
   const size_t row_per_warp_shared = size_t{p.table_bytes} + kWarpsPerBlock * size_t{p.warp_bytes};
   const int small_blocks =
       problem.dtype == DType::kFloat32 ? Float32Layout::kSmallBlocks : Bf16Layout::kSmallBlocks;
-  const bool small_fits = blocks_by_shared(row_per_warp_shared) >= small_blocks;
+  const int small_room = blocks_by_shared(row_per_warp_shared);
+  const bool small_fits = small_room >= small_blocks;
   const bool small = p.small_segment > 0 && !block_per_row && Use(paths.small_kernel, small_fits);
   // Float32 small-factor rows where ten blocks fit: the instance built for them (48 registers
   // against 64; on an H100: 16^4 k=32 +1.9 %, 32^4 k=32 +4.3 %, 8^4 k=16 within 0.1 %; at 6 blocks
@@ -246,7 +247,7 @@ Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceL
   // keep the eight-block instance.
   const bool small_more =
       small && problem.dtype == DType::kFloat32 &&
-      blocks_by_shared(row_per_warp_shared) >= Float32Layout::kSmallMoreBlocks &&
+      small_room >= Float32Layout::kSmallMoreBlocks &&
       Use(paths.high_occupancy, true);
   // The streamed kernel: bfloat16 factors through SelectFactor, a warp per row, where its room of
   // one chunk a warp (prefetch on) leaves as many blocks resident as the default kernel has

@@ -76,23 +76,26 @@ __device__ __noinline__ void RankSmallFactors(const KernelParams& p, float* list
   RankSmallFactorsInline<T, E>(p, list_value, list_column, exchange, scores);
 }
 
+// RankSmallFactors for E keys a lane: in line (kInline, the small-factor kernels) or the call out
+// of line (the other kernels).
+template <class T, int E, bool kInline>
+__device__ __forceinline__ void RankSmallFactorsAt(const KernelParams& p, const WarpMemory<T>& m,
+                                                   const uint8_t* scores) {
+  if constexpr (kInline) {
+    RankSmallFactorsInline<T, E>(p, m.list_value, m.list_column, m.staging, scores);
+  } else {
+    RankSmallFactors<T, E>(p, m.list_value, m.list_column, m.staging, scores);
+  }
+}
+
 template <class T, bool kInline = false>
 __device__ __forceinline__ void RankSmallFactorsOf(const KernelParams& p, const WarpMemory<T>& m,
                                                    const uint8_t* scores) {
-  if constexpr (kInline) {
-    switch (p.small_per_lane) {
-      case 1: return RankSmallFactorsInline<T, 1>(p, m.list_value, m.list_column, m.staging, scores);
-      case 2: return RankSmallFactorsInline<T, 2>(p, m.list_value, m.list_column, m.staging, scores);
-      case 4: return RankSmallFactorsInline<T, 4>(p, m.list_value, m.list_column, m.staging, scores);
-      default: return RankSmallFactorsInline<T, 8>(p, m.list_value, m.list_column, m.staging, scores);
-    }
-  } else {
-    switch (p.small_per_lane) {
-      case 1: return RankSmallFactors<T, 1>(p, m.list_value, m.list_column, m.staging, scores);
-      case 2: return RankSmallFactors<T, 2>(p, m.list_value, m.list_column, m.staging, scores);
-      case 4: return RankSmallFactors<T, 4>(p, m.list_value, m.list_column, m.staging, scores);
-      default: return RankSmallFactors<T, 8>(p, m.list_value, m.list_column, m.staging, scores);
-    }
+  switch (p.small_per_lane) {
+    case 1: return RankSmallFactorsAt<T, 1, kInline>(p, m, scores);
+    case 2: return RankSmallFactorsAt<T, 2, kInline>(p, m, scores);
+    case 4: return RankSmallFactorsAt<T, 4, kInline>(p, m, scores);
+    default: return RankSmallFactorsAt<T, 8, kInline>(p, m, scores);
   }
 }
 
