@@ -28,9 +28,11 @@ namespace {
 // without it, so it keeps it). kUnrollOutput unrolls the loops over the last stage's pairs and the
 // output by four (long outputs, kk > 128; launch_plan.cc): elsewhere one pass or two a lane do not
 // pay for the unrolled loops' code. kTopRuns: LeanStage's (the paired kernel). kSlant: the stage
-// bounds' slanted staircases (StageBound).
+// bounds' slanted staircases (StageBound). kPipelined: LeanStage's scoring loop (the paired-sort
+// kernel).
 template <class T, bool kLatency = false, bool kLean = true, bool kUnrollOutput = false,
-          bool kTopRuns = false, bool kDirectCut = false, bool kSlant = false>
+          bool kTopRuns = false, bool kDirectCut = false, bool kSlant = false,
+          bool kPipelined = false>
 __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
                              const uint8_t* scores, unsigned long long row, PhaseClock& clock) {
   constexpr int kBytes = T::kElementBytes;
@@ -49,7 +51,8 @@ __device__ void PairAndWrite(const KernelParams& p, const WarpMemory<T>& m, cons
   for (int f = 1; f <= last; ++f) {
     bool lean = false;
     if constexpr (kLean) {
-      lean = p.lean[f] && LeanStage<T, kLatency, kTopRuns, kSlant>(p, m, table, f, run_value);
+      lean = p.lean[f] &&
+             LeanStage<T, kLatency, kTopRuns, kSlant, kPipelined>(p, m, table, f, run_value);
     }
     if (!lean) {
       if constexpr (kLatency) {

@@ -93,10 +93,13 @@ __device__ __forceinline__ uint32_t StageBound(const KernelParams& p, int f, con
 // above the bound, stripped of the trailing zero bits they all share, fit beside the tie bits
 // (bfloat16 sums nearly always do), else 64. Writes the kept pair codes, best first, to m.scores.
 // Returns false, having written nothing, when more than kStageCapacity candidates reach the bound.
-// kLatency: the candidates are scored four a lane at a time (the latency kernel's lone pairing
-// warp). kTopRuns (the paired kernel): the kept best of 32-bit keys by sorted runs and a bitonic
-// top-k (SortTopUpTo512) where they are at most half the sort's keys. kSlant: StageBound's.
-template <class T, bool kLatency = false, bool kTopRuns = false, bool kSlant = false>
+// The candidates are scored two a lane at a time, four in the latency kernel (kLatency, its lone
+// pairing warp), or one a step, software-pipelined (kPipelined: the paired-sort kernel); each
+// instance takes the form it measured fastest with (NOTES.md, kernel v28). kTopRuns (the paired
+// kernel): the kept best of 32-bit keys by sorted runs and a bitonic top-k (SortTopUpTo512) where
+// they are at most half the sort's keys. kSlant: StageBound's.
+template <class T, bool kLatency = false, bool kTopRuns = false, bool kSlant = false,
+          bool kPipelined = false>
 __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const uint16_t* table,
                           int f, const float* run_value) {
   const int lane = LaneId();
@@ -123,11 +126,24 @@ __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const u
     widest = max(widest, distance);
     count += __popc(passing);
   };
-  if constexpr (kLatency) {
-    // The lone pairing warp: four candidates a lane loaded and scored before any is taken, so
-    // that their shared-memory reads overlap (the stores of `take` could alias them for all the
-    // compiler knows, so it keeps each pass's reads behind the previous pass's stores).
-    constexpr int kGroup = 4;
+  if constexpr (kPipelined) {
+    // Software-pipelined: the next step's code and score are loaded before this step's stores
+    // (which could alias them for all the compiler knows), so that their chain of shared-memory
+    // reads overlaps this step's ballot and stores. The last step loads one step past the end.
+    uint32_t code = pairs[min(lane, total - 1)];
+    uint32_t score = CandidateScore(code, run_value, factor_value);
+    for (int base = 0; base < total; base += 32) {
+      const uint32_t next_code = pairs[min(base + 32 + lane, total - 1)];
+      const uint32_t next_score = CandidateScore(next_code, run_value, factor_value);
+      take(base + lane, code, score);
+      code = next_code;
+      score = next_score;
+    }
+  } else {
+    // Several candidates a lane loaded and scored before any is taken, so that their reads
+    // overlap (the stores of `take` keep each group's reads behind the previous group's stores):
+    // four on the latency kernel's lone pairing warp, two elsewhere.
+    constexpr int kGroup = kLatency ? 4 : 2;
     for (int base = 0; base < total; base += 32 * kGroup) {
       uint32_t code[kGroup];
       uint32_t score[kGroup];
@@ -137,12 +153,6 @@ __device__ bool LeanStage(const KernelParams& p, const WarpMemory<T>& m, const u
       for (int g = 0; g < kGroup; ++g) score[g] = CandidateScore(code[g], run_value, factor_value);
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) take(base + 32 * g + lane, code[g], score[g]);
-    }
-  } else {
-    for (int base = 0; base < total; base += 32) {
-      const int c = base + lane;
-      const uint32_t code = pairs[min(c, total - 1)];
-      take(c, code, CandidateScore(code, run_value, factor_value));
     }
   }
   EmulatorCountSurvivors(p, f, count, true);
