@@ -236,19 +236,19 @@ Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceL
   // 64^3 bf16 k=64, room for four blocks only, ran 3-21 % slower in small-factor kernels of five
   // to eight blocks, whose tighter register caps then cost spills and bought no warps).
   const size_t row_per_warp_shared = size_t{p.table_bytes} + kWarpsPerBlock * size_t{p.warp_bytes};
-  const int small_blocks =
-      problem.dtype == DType::kFloat32 ? Float32Layout::kSmallBlocks : Bf16Layout::kSmallBlocks;
+  const bool f32 = problem.dtype == DType::kFloat32;
+  const int small_blocks = f32 ? Float32Layout::kSmallBlocks : Bf16Layout::kSmallBlocks;
+  const int small_more_blocks =
+      f32 ? Float32Layout::kSmallMoreBlocks : Bf16Layout::kSmallMoreBlocks;
   const int small_room = blocks_by_shared(row_per_warp_shared);
   const bool small_fits = small_room >= small_blocks;
   const bool small = p.small_segment > 0 && !block_per_row && Use(paths.small_kernel, small_fits);
-  // Float32 small-factor rows where ten blocks fit: the instance built for them (48 registers
-  // against 64; on an H100: 16^4 k=32 +1.9 %, 32^4 k=32 +4.3 %, 8^4 k=16 within 0.1 %; at 6 blocks
-  // -8.0 %, -4.4 %, -5.9 %, at 12 blocks 16^4 k=32 -5.3 %). Shapes with room for eight or nine
-  // keep the eight-block instance.
-  const bool small_more =
-      small && problem.dtype == DType::kFloat32 &&
-      small_room >= Float32Layout::kSmallMoreBlocks &&
-      Use(paths.high_occupancy, true);
+  // Small-factor rows where the more-blocks instance's blocks fit, for the element types that have
+  // one (float32: ten blocks, 48 registers against 64; on an H100: 16^4 k=32 +1.9 %, 32^4 k=32
+  // +4.3 %, 8^4 k=16 within 0.1 %; at 6 blocks -8.0 %, -4.4 %, -5.9 %, at 12 blocks 16^4 k=32
+  // -5.3 %). Shapes with room for eight or nine keep the eight-block instance.
+  const bool small_more = small && small_more_blocks > small_blocks &&
+                          small_room >= small_more_blocks && Use(paths.high_occupancy, true);
   // The streamed kernel: bfloat16 factors through SelectFactor, a warp per row, where its room of
   // one chunk a warp (prefetch on) leaves as many blocks resident as the default kernel has
   // (1024x1024 k=64 +15.5 % on the H200; k=128 and k=256 would lose their fourth block, and ran
@@ -277,11 +277,12 @@ Result<LaunchPlan> PlanLaunch(const Problem& problem, size_t rows, const DeviceL
   // The sort rows whose stage keeps more than 64 pairs, where the slants are on: the paired-sort
   // kernel built with them (256x256 k=128 +5.2 % on an H100; in the one paired-sort instance they
   // cost 256x256 k=64 1.7 %, whose stage they barely tighten).
-  const bool paired_sort_slanted = paired && p.paired_sort && p.kept[1] > 64 && p.slanted[1] != 0;
+  const bool paired_sort = paired && p.paired_sort;
+  const bool paired_sort_slanted = paired_sort && p.kept[1] > 64 && p.slanted[1] != 0;
   const bool occupancy = Use(paths.high_occupancy, problem.k <= 32);
   const KernelVariant variant = Use(paths.latency_kernel, block_per_row) ? kLatencyKernel
                                 : paired_sort_slanted     ? kPairedSortSlantedKernel
-                                : paired && p.paired_sort ? kPairedSortKernel
+                                : paired_sort             ? kPairedSortKernel
                                 : paired                  ? kPairedKernel
                                 : small_more              ? kSmallHighOccupancyKernel
                                 : small                   ? kSmallKernel
