@@ -3,7 +3,8 @@
 # pk-bench-cuda) runs the chosen benchmark configurations, builds alternated, for ROUNDS rounds, so
 # that all meet the card in the same state; then the mean and every run of each build and
 # configuration (M rows/s). The first folder is the baseline: each other build's mean is also given
-# against it. Configurations are pk-bench-cuda's indices: "5" is the issue's table's sixth row
+# against it, and last each build's geometric mean of those ratios over the configurations both ran
+# (also in $OUT/geomean.txt, best first: "build +1.23 %"). Configurations are pk-bench-cuda's indices: "5" is the issue's table's sixth row
 # (--only 5), "x0" the first of --extra's (--extra --only 0). The rows land in $OUT/rounds.txt
 # (build|round|config|rows per second).
 #   ROUNDS=4 CONFIGS="5 x0 x1 x3 x4" kernels/cuda/scripts/device_rounds.sh carry/base carry/new ...
@@ -43,3 +44,19 @@ awk -F'|' -v base="$base" '
       }
     }
   }' "$rows"
+# Each build's geometric mean against the baseline, best first.
+awk -F'|' -v base="$base" '
+  { key = $1 "|" $3; sum[key] += $4; count[key]++; builds[$1] = 1; configs[$3] = 1 }
+  END {
+    for (b in builds) {
+      if (b == base) continue
+      logs = 0; n = 0
+      for (c in configs) {
+        if (!((b "|" c) in sum) || !((base "|" c) in sum)) continue
+        logs += log((sum[b "|" c] / count[b "|" c]) / (sum[base "|" c] / count[base "|" c])); ++n
+      }
+      if (n > 0) printf "%s %+.2f %%\n", b, 100 * (exp(logs / n) - 1)
+    }
+  }' "$rows" | sort -k2 -g -r > "$OUT/geomean.txt"
+echo "geometric mean against $base:"
+sed 's/^/  /' "$OUT/geomean.txt"
